@@ -1,0 +1,77 @@
+"""Recognise which LLM API a request speaks: from its path, else from its body's shape."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+from toolid.positions import Api, Doc
+
+# (path pattern, API, path pattern that vetoes it). Searched at the end of the path, so any
+# prefix works: /api/v1/chat/completions, /anthropic/v1/messages, /openai/deployments/x/...
+_PATH_RULES: Final[tuple[tuple[re.Pattern[str], Api, re.Pattern[str] | None], ...]] = (
+    (re.compile(r"/chat/completions/?$"), Api.CHAT, None),
+    (re.compile(r"/responses(?:/input_tokens|/[^/]+)?/?$"), Api.RESPONSES, None),
+    # OpenAI Assistants also has .../threads/<id>/messages, with other shapes.
+    (re.compile(r"/messages(?:/count_tokens)?/?$"), Api.MESSAGES, re.compile(r"/threads/")),
+)
+
+_MESSAGES_BLOCKS: Final = frozenset(
+    {"tool_use", "tool_result", "server_tool_use", "mcp_tool_use", "mcp_tool_result"}
+)
+_MESSAGES_EVENTS: Final = frozenset(
+    {"message_start", "content_block_start", "content_block_delta", "content_block_stop"}
+)
+
+
+def api_from_path(path: str) -> Api | None:
+    """The API named by a request path (query string allowed), or None."""
+    path = path.split("?", 1)[0]
+    for pattern, api, veto in _PATH_RULES:
+        if pattern.search(path) and not (veto and veto.search(path)):
+            return api
+    return None
+
+
+def api_from_shape(document: Any, doc: Doc) -> Api | None:
+    """Guess the API from a parsed body or event whose path said nothing."""
+    if not isinstance(document, dict):
+        return None
+    if doc is Doc.REQUEST:
+        if isinstance(document.get("input"), list):
+            return Api.RESPONSES
+        messages = document.get("messages")
+        if isinstance(messages, list):
+            return _api_of_messages(messages)
+        return None
+    kind = _type_of(document)
+    if isinstance(document.get("choices"), list):
+        return Api.CHAT
+    if document.get("object") == "response" or (
+        isinstance(kind, str) and kind.startswith("response.")
+    ):
+        return Api.RESPONSES
+    if (kind == "message" and isinstance(document.get("content"), list)) or (
+        kind in _MESSAGES_EVENTS
+    ):
+        return Api.MESSAGES
+    return None
+
+
+def _api_of_messages(messages: list[Any]) -> Api | None:
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        if "tool_calls" in message or message.get("role") == "tool":
+            return Api.CHAT
+        content = message.get("content")
+        if isinstance(content, list) and any(
+            _type_of(block) in _MESSAGES_BLOCKS for block in content
+        ):
+            return Api.MESSAGES
+    return None
+
+
+def _type_of(node: Any) -> str | None:
+    kind = node.get("type") if isinstance(node, dict) else None
+    return kind if isinstance(kind, str) else None

@@ -1,0 +1,299 @@
+"""Surgical rewriting of the tool-call ids in one JSON document.
+
+``plan`` finds the ids at the table's positions (after cheap byte checks say there may be
+any), works out their new values, and locates their string literals in the original bytes.
+``apply`` splices the new literals in. Every other byte (key order, spacing, number
+spelling, escapes) stays as it was; a document with nothing to change is returned as is.
+
+Locating: the parsed document tells *which* ids change, a regex over the bytes tells
+*where* each ``"key": "literal"`` pair is. A pair whose opening quote is not escaped is
+structural (in valid JSON, a real quote followed by a bare key name opens that key), so
+when the number of such pairs for an id equals the number of table positions holding
+it, they are exactly those positions. Otherwise (the same id also sits under an id-like
+key elsewhere, say inside tool arguments) an in-order walk of the whole document pairs
+literals and positions one by one.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from toolid import codec
+from toolid.apis import api_from_shape
+from toolid.positions import ID_KEYS, Api, Doc, find_ids, positions
+
+Action = Literal["encoded", "restored", "kept"]
+
+
+class Direction(enum.StrEnum):
+    """Which way a document travels."""
+
+    ENCODE = "encode"  # upstream -> client: make ids safe
+    DECODE = "decode"  # client -> upstream: restore raw ids
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """What to do with the ids of one flow's documents."""
+
+    direction: Direction
+    profile: codec.Profile = "safe"
+    strict: bool = False  # the upstream rejects ids that are not [A-Za-z0-9_-]+
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One id position that changed (or, for ``kept``, that was left as the client sent it)."""
+
+    path: str
+    raw: str
+    client: str
+    action: Action
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """Replace ``document[start:end]`` (a whole string literal, quotes included) by ``text``."""
+
+    start: int
+    end: int
+    text: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What rewriting one document would do."""
+
+    api: Api | None
+    edits: tuple[Edit, ...] = ()
+    changes: tuple[Change, ...] = ()
+
+
+class RewriteError(Exception):
+    """The document could not be rewritten safely; it must pass unchanged."""
+
+
+NOTHING: Final = Plan(api=None)
+
+
+def rewrite(document: bytes, api: Api | None, doc: Doc, policy: Policy) -> tuple[bytes, Plan]:
+    """Rewrite the ids of one JSON ``document``; return the new bytes and the plan.
+
+    Raises RewriteError when ids are there but cannot be changed safely.
+    """
+    result = plan(document, api, doc, policy)
+    return apply(document, result.edits), result
+
+
+def apply(document: bytes, edits: Sequence[Edit]) -> bytes:
+    """Splice ``edits`` (sorted, not overlapping) into ``document``."""
+    if not edits:
+        return document
+    parts: list[bytes] = []
+    at = 0
+    for edit in edits:
+        parts.append(document[at : edit.start])
+        parts.append(edit.text)
+        at = edit.end
+    parts.append(document[at:])
+    return b"".join(parts)
+
+
+def may_change(document: bytes, api: Api | None, doc: Doc, policy: Policy) -> bool:
+    """Cheap byte-level check: False means ``document`` certainly has no id to change."""
+    if policy.direction is Direction.DECODE:
+        return b"tid1_" in document
+    markers, suspect = _encode_prefilter(api, doc, policy.profile)
+    if markers and not any(marker in document for marker in markers):
+        return False
+    return suspect.search(document) is not None
+
+
+def plan(document: bytes, api: Api | None, doc: Doc, policy: Policy) -> Plan:
+    """Work out the edits that rewrite the ids of ``document`` (see module docstring)."""
+    if not may_change(document, api, doc, policy):
+        return NOTHING
+    try:
+        parsed = json.loads(document)
+    except (ValueError, RecursionError) as exc:
+        if api is None:
+            return NOTHING  # not ours to judge: no API, and not JSON
+        raise RewriteError(f"body is not valid JSON ({_short(exc)})") from None
+    if api is None:
+        api = api_from_shape(parsed, doc)
+        if api is None:
+            return NOTHING
+    changes: list[Change] = []
+    new_values: dict[tuple[str, str], str] = {}
+    holders: set[tuple[int, str]] = set()
+    for found in find_ids(parsed, api, doc):
+        change = _change(found.value, found.path, policy)
+        if change is None:
+            continue
+        changes.append(change)
+        if change.action != "kept":
+            new_values[(found.key, found.value)] = (
+                change.client if policy.direction is Direction.ENCODE else change.raw
+            )
+            holders.add((id(found.holder), found.key))
+    if not new_values:
+        return Plan(api=api, changes=tuple(changes))
+    edits = _locate(document, parsed, api, doc, new_values, holders)
+    return Plan(api=api, edits=edits, changes=tuple(changes))
+
+
+def _change(value: str, path: str, policy: Policy) -> Change | None:
+    if policy.direction is Direction.ENCODE:
+        client = codec.encode(value, policy.profile)
+        return None if client == value else Change(path, value, client, "encoded")
+    raw = codec.decode(value)
+    if raw == value:
+        return None
+    if policy.strict and not codec.is_strict_safe(raw):
+        return Change(path, raw, value, "kept")
+    return Change(path, raw, value, "restored")
+
+
+# --- locating literals -----------------------------------------------------------------------
+
+_LITERAL = rb'"((?:[^"\\]|\\.)*)"'
+
+
+@functools.cache
+def _pair_pattern(keys: frozenset[str]) -> re.Pattern[bytes]:
+    names = b"|".join(re.escape(k.encode()) for k in sorted(keys))
+    return re.compile(rb'"(' + names + rb')"\s*:\s*' + _LITERAL, re.DOTALL)
+
+
+def _structural_pairs(
+    document: bytes, keys: frozenset[str]
+) -> Iterator[tuple[str, str, int, int]]:
+    """Yield (key, value, start, end) of every structural ``"key": "literal"`` pair."""
+    for match in _pair_pattern(keys).finditer(document):
+        start = match.start()
+        backslashes = 0
+        while start - backslashes > 0 and document[start - backslashes - 1] == 0x5C:
+            backslashes += 1
+        if backslashes % 2:
+            continue  # an escaped quote: inside some string, not a key
+        literal = match.group(2)
+        value = (
+            json.loads(b'"' + literal + b'"') if b"\\" in literal else literal.decode("utf-8")
+        )
+        yield match.group(1).decode(), value, match.start(2) - 1, match.end(2) + 1
+
+
+def _locate(
+    document: bytes,
+    parsed: Any,
+    api: Api,
+    doc: Doc,
+    new_values: dict[tuple[str, str], str],
+    holders: set[tuple[int, str]],
+) -> tuple[Edit, ...]:
+    keys = frozenset(key for key, _ in new_values)
+    wanted = Counter(
+        (found.key, found.value)
+        for found in find_ids(parsed, api, doc)
+        if (found.key, found.value) in new_values
+    )
+    try:
+        pairs = [
+            (key, value, start, end)
+            for key, value, start, end in _structural_pairs(document, keys)
+            if (key, value) in new_values
+        ]
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RewriteError(f"unreadable string literal ({_short(exc)})") from None
+    if Counter((key, value) for key, value, _, _ in pairs) != wanted:
+        pairs = _pair_in_order(parsed, pairs, keys, new_values, holders)
+    return tuple(
+        Edit(start, end, _literal(new_values[(key, value)])) for key, value, start, end in pairs
+    )
+
+
+def _pair_in_order(
+    parsed: Any,
+    pairs: list[tuple[str, str, int, int]],
+    keys: frozenset[str],
+    new_values: dict[tuple[str, str], str],
+    holders: set[tuple[int, str]],
+) -> list[tuple[str, str, int, int]]:
+    """Keep the literals that are table positions, pairing them with the document in order."""
+    try:
+        in_order = [
+            (key, value, is_position)
+            for key, value, is_position in _members_in_order(parsed, keys, holders)
+            if (key, value) in new_values
+        ]
+    except RecursionError:
+        raise RewriteError("document nested too deeply to locate ids") from None
+    if [(k, v) for k, v, _ in in_order] != [(k, v) for k, v, _, _ in pairs]:
+        raise RewriteError("could not locate the id literals unambiguously (duplicate keys?)")
+    return [pair for pair, (_, _, is_position) in zip(pairs, in_order, strict=True) if is_position]
+
+
+def _members_in_order(
+    node: Any, keys: frozenset[str], holders: set[tuple[int, str]]
+) -> Iterator[tuple[str, str, bool]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(value, str):
+                if key in keys:
+                    yield key, value, (id(node), key) in holders
+            elif isinstance(value, dict | list):
+                yield from _members_in_order(value, keys, holders)
+    elif isinstance(node, list):
+        for element in node:
+            if isinstance(element, dict | list):
+                yield from _members_in_order(element, keys, holders)
+
+
+def _literal(value: str) -> bytes:
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: spell them as \u escapes
+        return json.dumps(value).encode("ascii")
+
+
+# --- byte-level prefilter for the encode direction -------------------------------------------
+
+_CONFORMING_VALUE: Final[dict[codec.Profile, bytes]] = {
+    "safe": rb"(?!(?:call_)?tid[0-9]+_)[A-Za-z0-9_-]+",
+    "call": rb"call_(?!tid[0-9]+_)[A-Za-z0-9_-]+",
+}
+
+
+@functools.cache
+def _encode_prefilter(
+    api: Api | None, doc: Doc, profile: codec.Profile
+) -> tuple[tuple[bytes, ...], re.Pattern[bytes]]:
+    """Byte markers (one must occur) and a regex for an id-key pair whose value may not conform."""
+    if api is None:
+        keys, markers = ID_KEYS, ()
+    else:
+        table = positions(api, doc)
+        keys = frozenset(p.key for p in table)
+        markers = tuple(sorted({f'"{p.marker}"'.encode() for p in table}))
+    names = b"|".join(re.escape(k.encode()) for k in sorted(keys))
+    suspect = re.compile(
+        rb'"(?:' + names + rb')"\s*:\s*"(?!' + _CONFORMING_VALUE[profile] + rb'")'
+    )
+    return markers, suspect
+
+
+def _short(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+
+
+def summarize(changes: Iterable[Change]) -> Counter[Action]:
+    """How many id positions each action touched."""
+    return Counter(change.action for change in changes)

@@ -1,0 +1,127 @@
+"""Command line: ``toolid encode`` / ``toolid decode`` one tool-call id per line (wire format v1).
+
+Each subcommand is added by a small ``_add_<name>(subparsers)`` function listed in
+``SUBCOMMANDS``; it registers its arguments and sets ``handler`` (``Namespace -> int``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterable
+
+from toolid.codec import PROFILES, Profile, decode, encode
+
+type Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+type Handler = Callable[[argparse.Namespace], int]
+
+_IDS_HELP = (
+    "ids to convert; with none, read them from stdin, one per line (split on \\n only: "
+    "a \\r or any other character is part of the id, and an empty line is the empty id). "
+    "Put -- before an id that starts with -."
+)
+_OUTPUT_NOTE = (
+    "Output: one id per line. Characters the output cannot carry, such as lone "
+    "surrogates that decode restores from crafted ids, are printed as backslash escapes "
+    "(e.g. \\ud800), so the output is always printable."
+)
+
+
+def _read_stdin_ids() -> list[str]:
+    """Ids from stdin, one per line; bytes are read as UTF-8 (``surrogatepass``)."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    text = (
+        buffer.read().decode("utf-8", "surrogatepass") if buffer is not None else sys.stdin.read()
+    )
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _write_ids(ids: Iterable[str]) -> None:
+    """Print one id per line, backslash-escaping what stdout's encoding cannot carry."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    for id_ in ids:
+        printable = id_.encode(encoding, "backslashreplace").decode(encoding)
+        sys.stdout.write(printable + "\n")
+    sys.stdout.flush()
+
+
+def _ids(args: argparse.Namespace) -> list[str]:
+    ids: list[str] = args.ids
+    return ids if ids else _read_stdin_ids()
+
+
+def _run_encode(args: argparse.Namespace) -> int:
+    profile: Profile = args.profile
+    _write_ids(encode(raw, profile) for raw in _ids(args))
+    return 0
+
+
+def _run_decode(args: argparse.Namespace) -> int:
+    _write_ids(decode(client_id) for client_id in _ids(args))
+    return 0
+
+
+def _add_encode(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "encode",
+        help="turn raw upstream ids into client ids",
+        description="Print the client id for each raw upstream id. " + _OUTPUT_NOTE,
+    )
+    p.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default="safe",
+        help="which ids a client accepts as they are (default: safe)",
+    )
+    p.add_argument("ids", nargs="*", metavar="ID", help=_IDS_HELP)
+    p.set_defaults(handler=_run_encode)
+
+
+def _add_decode(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "decode",
+        help="restore raw upstream ids from client ids",
+        description="Print the raw id inside each client id; anything encode did not "
+        "produce comes back unchanged. " + _OUTPUT_NOTE,
+    )
+    p.add_argument("ids", nargs="*", metavar="ID", help=_IDS_HELP)
+    p.set_defaults(handler=_run_decode)
+
+
+SUBCOMMANDS: list[Callable[[Subparsers], None]] = [_add_encode, _add_decode]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``toolid`` argument parser with every subcommand in ``SUBCOMMANDS``."""
+    parser = argparse.ArgumentParser(
+        prog="toolid",
+        description="Make LLM tool-call ids safe for agents and restore them exactly "
+        "(wire format v1). " + _OUTPUT_NOTE,
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in SUBCOMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI on ``argv`` (default ``sys.argv[1:]``); return the exit status.
+
+    Usage errors print argparse's message and return 2; ``--help`` returns 0; stdin that
+    is not UTF-8 returns 1.
+    """
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except UnicodeDecodeError as exc:
+        print(f"toolid: stdin is not UTF-8: {exc}", file=sys.stderr)
+        return 1

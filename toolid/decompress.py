@@ -1,0 +1,110 @@
+"""Incremental decoding of a compressed response body (gzip, deflate, br, zstd)."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Protocol
+
+
+class Decompressor(Protocol):
+    """Fed compressed pieces, returns what they decode to."""
+
+    def decompress(self, data: bytes) -> bytes: ...
+
+    def flush(self) -> bytes: ...
+
+
+class _Zlib:
+    """gzip, or deflate with or without its zlib header (servers send both)."""
+
+    def __init__(self, gzip: bool) -> None:
+        self._gzip = gzip
+        self._inner: zlib._Decompress | None = None
+        self._pending = b""
+
+    def decompress(self, data: bytes) -> bytes:
+        if self._inner is None:
+            if self._gzip:
+                self._inner = zlib.decompressobj(31)
+            else:
+                self._pending += data
+                if len(self._pending) < 2:
+                    return b""
+                data, self._pending = self._pending, b""
+                has_header = (data[0] & 0x0F) == 8 and int.from_bytes(data[:2]) % 31 == 0
+                self._inner = zlib.decompressobj(15 if has_header else -15)
+        return self._inner.decompress(data)
+
+    def flush(self) -> bytes:
+        if self._inner is None:
+            if self._pending:
+                raise zlib.error("deflate stream too short")
+            return b""
+        out = self._inner.flush()
+        if not self._inner.eof:
+            raise zlib.error("compressed stream ended early")
+        return out
+
+
+class _Brotli:
+    def __init__(self) -> None:
+        import brotli
+
+        self._inner = brotli.Decompressor()
+
+    def decompress(self, data: bytes) -> bytes:
+        out: bytes = self._inner.process(data)
+        return out
+
+    def flush(self) -> bytes:
+        if not self._inner.is_finished():
+            raise ValueError("brotli stream ended early")
+        return b""
+
+
+class _Zstd:
+    """zstd, including several concatenated frames."""
+
+    def __init__(self) -> None:
+        try:
+            from compression import zstd  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:
+            from backports import zstd
+        self._new = zstd.ZstdDecompressor
+        self._inner = self._new()
+        self._mid_frame = False
+
+    def decompress(self, data: bytes) -> bytes:
+        out: list[bytes] = []
+        while data:
+            out.append(self._inner.decompress(data))
+            self._mid_frame = not self._inner.eof
+            if self._mid_frame:
+                break
+            data = self._inner.unused_data
+            self._inner = self._new()
+        return b"".join(out)
+
+    def flush(self) -> bytes:
+        if self._mid_frame:
+            raise ValueError("zstd stream ended early")
+        return b""
+
+
+def for_encoding(content_encoding: str) -> Decompressor | None:
+    """A decompressor for one Content-Encoding value; None for identity.
+
+    Raises ValueError for an encoding toolid cannot decode (or a list of several).
+    """
+    name = content_encoding.strip().lower()
+    if name in ("", "identity"):
+        return None
+    if name in ("gzip", "x-gzip"):
+        return _Zlib(gzip=True)
+    if name == "deflate":
+        return _Zlib(gzip=False)
+    if name == "br":
+        return _Brotli()
+    if name == "zstd":
+        return _Zstd()
+    raise ValueError(f"unsupported content-encoding {content_encoding!r}")

@@ -1,0 +1,86 @@
+"""Incremental Server-Sent-Events framing (WHATWG rules), sans I/O.
+
+``EventFramer`` is fed bytes in arbitrary pieces and hands back each complete event (its
+bytes up to and including the blank line that ends it) as soon as that blank line has
+arrived. Like h11's receive buffer, it remembers how far it has searched, so a stream
+fed one byte at a time is still framed in linear time.
+
+``data_lines`` reads the ``data:`` fields of one event, as offsets into the event bytes,
+so a caller can rewrite a field's value without touching anything around it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+# A line ending (CRLF, a CR not followed by LF, or LF) followed by another: an empty line.
+_BLANK_LINE: Final = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r|\n)")
+_LINE: Final = re.compile(rb"([^\r\n]*)(\r\n|\r|\n|$)")
+_BOM: Final = b"\xef\xbb\xbf"
+_LONGEST_BOUNDARY: Final = 4  # b"\r\n\r\n"
+
+
+class EventFramer:
+    """Split a byte stream into SSE events, holding back only the incomplete tail."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._searched = 0  # no boundary starts before this offset
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Add ``data``; return every event it completes, in order."""
+        buffer = self._buffer
+        buffer += data
+        events: list[bytes] = []
+        start = 0
+        while match := _BLANK_LINE.search(buffer, self._searched):
+            events.append(bytes(buffer[start : match.end()]))
+            start = self._searched = match.end()
+        if start:
+            del buffer[:start]
+        # A boundary may straddle the end: resume just before it next time.
+        self._searched = max(0, len(buffer) - _LONGEST_BOUNDARY + 1)
+        return events
+
+    def take_tail(self) -> bytes:
+        """Remove and return the held bytes (an incomplete event)."""
+        tail = bytes(self._buffer)
+        self._buffer.clear()
+        self._searched = 0
+        return tail
+
+    def __len__(self) -> int:
+        return len(self._buffer)
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """A ``data:`` field's value, as ``event[start:end]``."""
+
+    start: int
+    end: int
+
+
+def data_lines(event: bytes, stream_start: bool = False) -> list[Field]:
+    """The value spans of every ``data`` field in ``event``, in order.
+
+    ``stream_start``: the event opens the stream, so a leading byte order mark is skipped.
+    """
+    fields: list[Field] = []
+    at = len(_BOM) if stream_start and event.startswith(_BOM) else 0
+    for match in _LINE.finditer(event, at):
+        line_start, line_end = match.span(1)
+        if match.group(1).startswith(b"data"):
+            name_end = line_start + 4
+            if line_end == name_end:  # "data" alone: an empty value
+                fields.append(Field(line_end, line_end))
+            elif event[name_end] == 0x3A:  # ":"
+                start = name_end + 1
+                if start < line_end and event[start] == 0x20:
+                    start += 1
+                fields.append(Field(start, line_end))
+        if not match.group(2):
+            break
+    return fields

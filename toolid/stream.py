@@ -1,0 +1,147 @@
+"""Rewrite the ids of a Server-Sent-Events body fed in arbitrary pieces, sans I/O.
+
+``StreamRewriter`` = decompressor (if the server compressed anyway) + ``EventFramer`` +
+the surgical rewriter of ``body`` applied to each event's data. Each event is forwarded
+as soon as its blank line arrives; only an incomplete event is held, and never more than
+``max_event_bytes`` of it. An event with nothing to change passes byte for byte.
+
+It never raises from ``feed`` or ``finish``: an event that cannot be rewritten is
+forwarded unchanged and reported in ``problems``; anything unexpected switches the
+rest of the stream to pass-through.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from itertools import accumulate
+
+from toolid import body, decompress
+from toolid.body import Change, Edit, Policy, RewriteError
+from toolid.positions import Api, Doc
+from toolid.sse import EventFramer, data_lines
+
+DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
+_BOUNDARY_CONTEXT = 3  # bytes kept back while skipping an oversized event
+
+logger = logging.getLogger(__name__)
+
+
+class StreamRewriter:
+    """Rewrite the tool-call ids of one SSE response body."""
+
+    def __init__(
+        self,
+        api: Api | None,
+        policy: Policy,
+        *,
+        content_encoding: str = "",
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
+        """Raises ValueError for a content-encoding it cannot decode."""
+        self.api = api
+        self.policy = policy
+        self.max_event_bytes = max_event_bytes
+        self.changes: list[Change] = []
+        self.problems: list[str] = []
+        self._decoder = decompress.for_encoding(content_encoding)
+        self._framer = EventFramer()
+        self._at_start = True
+        self._skipping = False  # inside an oversized event: forward as it comes
+        self._passthrough = False  # after something unexpected: forward everything as is
+
+    @property
+    def decodes(self) -> bool:
+        """Whether the output is decompressed (the caller must drop Content-Encoding)."""
+        return self._decoder is not None
+
+    def feed(self, data: bytes) -> bytes:
+        """Take the next piece of the body; return the bytes that can be forwarded now."""
+        if self._passthrough:
+            return data
+        try:
+            if self._decoder is not None:
+                data = self._decoder.decompress(data)
+        except Exception as exc:
+            return self._give_up(f"cannot decompress the stream ({exc}); rest passed as is", data)
+        return self._frame(data)
+
+    def finish(self) -> bytes:
+        """The body has ended: return everything still held (an incomplete event as is)."""
+        if self._passthrough:
+            return b""
+        out = b""
+        if self._decoder is not None:
+            try:
+                out = self._frame(self._decoder.flush())
+            except Exception as exc:
+                self.problems.append(f"compressed stream is corrupt at its end ({exc})")
+        return out + self._framer.take_tail()
+
+    def _frame(self, data: bytes) -> bytes:
+        try:
+            events = self._framer.feed(data)
+        except Exception as exc:  # pragma: no cover - defensive: the framer is total
+            return self._give_up(f"framing failed ({exc!r})", b"")
+        out: list[bytes] = []
+        for index, event in enumerate(events):
+            try:
+                out.append(self._event(event))
+            except Exception as exc:
+                logger.debug("toolid stream rewriter failed", exc_info=True)
+                rest = b"".join(events[index:])
+                return b"".join(out) + self._give_up(f"unexpected error ({exc!r})", rest)
+        if self._skipping or len(self._framer) > self.max_event_bytes:
+            out.append(self._skip_oversized())
+        return b"".join(out)
+
+    def _event(self, event: bytes) -> bytes:
+        at_start, self._at_start = self._at_start, False
+        if self._skipping:  # the end of an oversized event
+            self._skipping = False
+            return event
+        if len(event) > self.max_event_bytes:
+            self._report_oversized()
+            return event
+        if not body.may_change(event, self.api, Doc.EVENT, self.policy):
+            return event
+        fields = data_lines(event, stream_start=at_start)
+        if not fields:
+            return event
+        document = b"\n".join(event[field.start : field.end] for field in fields)
+        try:
+            plan = body.plan(document, self.api, Doc.EVENT, self.policy)
+        except RewriteError as exc:
+            self.problems.append(f"event left unchanged: {exc}")
+            return event
+        self.api = self.api or plan.api
+        self.changes.extend(plan.changes)
+        if not plan.edits:
+            return event
+        # Map offsets in the joined data back to the event: literals never span a line.
+        doc_starts = [0, *accumulate(field.end - field.start + 1 for field in fields)]
+        edits = []
+        for edit in plan.edits:
+            line = bisect.bisect_right(doc_starts, edit.start) - 1
+            shift = fields[line].start - doc_starts[line]
+            edits.append(Edit(edit.start + shift, edit.end + shift, edit.text))
+        return body.apply(event, edits)
+
+    def _skip_oversized(self) -> bytes:
+        if not self._skipping:
+            self._skipping = True
+            self._report_oversized()
+        held = self._framer.take_tail()
+        keep = held[-_BOUNDARY_CONTEXT:]
+        self._framer.feed(keep)  # cannot complete an event: fewer bytes than a blank line
+        return held[: len(held) - len(keep)]
+
+    def _report_oversized(self) -> None:
+        self.problems.append(
+            f"an event larger than {self.max_event_bytes} bytes was forwarded unchanged"
+        )
+
+    def _give_up(self, problem: str, pending: bytes) -> bytes:
+        self.problems.append(problem)
+        self._passthrough = True
+        return self._framer.take_tail() + pending
