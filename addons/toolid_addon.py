@@ -78,6 +78,12 @@ class ToolId:
             self.hosts = _parse_hosts("toolid_hosts", ctx.options.toolid_hosts)
         if "toolid_strict_hosts" in updated:
             self.strict_hosts = _parse_hosts("toolid_strict_hosts", ctx.options.toolid_strict_hosts)
+        for option, allowed in (("toolid_profile", PROFILES), ("toolid_mode", MODES)):
+            if option in updated and getattr(ctx.options, option) not in allowed:
+                raise exceptions.OptionsError(
+                    f"{option} must be one of {', '.join(allowed)}, "
+                    f"not {getattr(ctx.options, option)!r}"
+                )
         if "toolid_max_event_bytes" in updated and ctx.options.toolid_max_event_bytes <= 0:
             raise exceptions.OptionsError(
                 f"toolid_max_event_bytes must be a positive number of bytes, "

@@ -22,7 +22,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from toolid import codec
@@ -131,22 +131,18 @@ def plan(document: bytes, api: Api | None, doc: Doc, policy: Policy) -> Plan:
         if api is None:
             return NOTHING
     changes: list[Change] = []
-    new_values: dict[tuple[str, str], str] = {}
-    holders: set[tuple[int, str]] = set()
+    targets = _Targets()
     for found in find_ids(parsed, api, doc):
         change = _change(found.value, found.path, policy)
         if change is None:
             continue
         changes.append(change)
         if change.action != "kept":
-            new_values[(found.key, found.value)] = (
-                change.client if policy.direction is Direction.ENCODE else change.raw
-            )
-            holders.add((id(found.holder), found.key))
-    if not new_values:
+            new = change.client if policy.direction is Direction.ENCODE else change.raw
+            targets.add(found.holder, found.key, found.value, new)
+    if not targets.new_values:
         return Plan(api=api, changes=tuple(changes))
-    edits = _locate(document, parsed, api, doc, new_values, holders)
-    return Plan(api=api, edits=edits, changes=tuple(changes))
+    return Plan(api=api, edits=_locate(document, parsed, targets), changes=tuple(changes))
 
 
 def _change(value: str, path: str, policy: Policy) -> Change | None:
@@ -190,20 +186,24 @@ def _structural_pairs(
         yield match.group(1).decode(), value, match.start(2) - 1, match.end(2) + 1
 
 
-def _locate(
-    document: bytes,
-    parsed: Any,
-    api: Api,
-    doc: Doc,
-    new_values: dict[tuple[str, str], str],
-    holders: set[tuple[int, str]],
-) -> tuple[Edit, ...]:
+@dataclass(slots=True)
+class _Targets:
+    """The ids to change: (key, old value) -> new value, how often each sits at a position,
+    and which (holder object, key) members are positions."""
+
+    new_values: dict[tuple[str, str], str] = field(default_factory=dict)
+    wanted: Counter[tuple[str, str]] = field(default_factory=Counter)
+    holders: set[tuple[int, str]] = field(default_factory=set)
+
+    def add(self, holder: dict[str, Any], key: str, value: str, new: str) -> None:
+        self.new_values[(key, value)] = new
+        self.wanted[(key, value)] += 1
+        self.holders.add((id(holder), key))
+
+
+def _locate(document: bytes, parsed: Any, targets: _Targets) -> tuple[Edit, ...]:
+    new_values = targets.new_values
     keys = frozenset(key for key, _ in new_values)
-    wanted = Counter(
-        (found.key, found.value)
-        for found in find_ids(parsed, api, doc)
-        if (found.key, found.value) in new_values
-    )
     try:
         pairs = [
             (key, value, start, end)
@@ -212,26 +212,22 @@ def _locate(
         ]
     except (ValueError, UnicodeDecodeError) as exc:
         raise RewriteError(f"unreadable string literal ({_short(exc)})") from None
-    if Counter((key, value) for key, value, _, _ in pairs) != wanted:
-        pairs = _pair_in_order(parsed, pairs, keys, new_values, holders)
+    if Counter((key, value) for key, value, _, _ in pairs) != targets.wanted:
+        pairs = _pair_in_order(parsed, pairs, keys, targets)
     return tuple(
         Edit(start, end, _literal(new_values[(key, value)])) for key, value, start, end in pairs
     )
 
 
 def _pair_in_order(
-    parsed: Any,
-    pairs: list[tuple[str, str, int, int]],
-    keys: frozenset[str],
-    new_values: dict[tuple[str, str], str],
-    holders: set[tuple[int, str]],
+    parsed: Any, pairs: list[tuple[str, str, int, int]], keys: frozenset[str], targets: _Targets
 ) -> list[tuple[str, str, int, int]]:
     """Keep the literals that are table positions, pairing them with the document in order."""
     try:
         in_order = [
             (key, value, is_position)
-            for key, value, is_position in _members_in_order(parsed, keys, holders)
-            if (key, value) in new_values
+            for key, value, is_position in _members_in_order(parsed, keys, targets.holders)
+            if (key, value) in targets.new_values
         ]
     except RecursionError:
         raise RewriteError("document nested too deeply to locate ids") from None
@@ -278,7 +274,8 @@ def _encode_prefilter(
 ) -> tuple[tuple[bytes, ...], re.Pattern[bytes]]:
     """Byte markers (one must occur) and a regex for an id-key pair whose value may not conform."""
     if api is None:
-        keys, markers = ID_KEYS, ()
+        keys: frozenset[str] = ID_KEYS
+        markers: tuple[bytes, ...] = ()
     else:
         table = positions(api, doc)
         keys = frozenset(p.key for p in table)

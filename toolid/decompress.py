@@ -5,6 +5,13 @@ from __future__ import annotations
 import zlib
 from typing import Protocol
 
+import brotli
+
+try:
+    from compression import zstd  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # Python < 3.14: the backport mitmproxy itself depends on
+    from backports import zstd
+
 
 class Decompressor(Protocol):
     """Fed compressed pieces, returns what they decode to."""
@@ -48,8 +55,6 @@ class _Zlib:
 
 class _Brotli:
     def __init__(self) -> None:
-        import brotli
-
         self._inner = brotli.Decompressor()
 
     def decompress(self, data: bytes) -> bytes:
@@ -66,10 +71,6 @@ class _Zstd:
     """zstd, including several concatenated frames."""
 
     def __init__(self) -> None:
-        try:
-            from compression import zstd  # type: ignore[import-not-found,unused-ignore]
-        except ImportError:
-            from backports import zstd
         self._new = zstd.ZstdDecompressor
         self._inner = self._new()
         self._mid_frame = False

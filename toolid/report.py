@@ -18,7 +18,12 @@ _EXAMPLES = 2
 
 def as_record(change: Change) -> dict[str, str]:
     """A JSON-serialisable record of one change (stored in ``flow.metadata``)."""
-    return {"path": change.path, "raw": change.raw, "client": change.client, "action": change.action}
+    return {
+        "path": change.path,
+        "raw": change.raw,
+        "client": change.client,
+        "action": change.action,
+    }
 
 
 def summary(records: Iterable[Mapping[str, Any]], observe: bool = False) -> str:
@@ -38,7 +43,8 @@ def summary(records: Iterable[Mapping[str, Any]], observe: bool = False) -> str:
         pairs = list(dict.fromkeys(_pair(record) for record in found))
         shown = ", ".join(pairs[:_EXAMPLES]) + (", ..." if len(pairs) > _EXAMPLES else "")
         verb = words[action]
-        parts.append(f"{verb} {len(found)} ({shown})" if observe else f"{len(found)} {verb} ({shown})")
+        counted = f"{verb} {len(found)}" if observe else f"{len(found)} {verb}"
+        parts.append(f"{counted} ({shown})")
     return "; ".join(parts)
 
 

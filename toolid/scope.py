@@ -48,9 +48,8 @@ def parse(values: Iterable[str]) -> tuple[HostPattern, ...]:
     """Parse option values into patterns; raise ValueError naming the first bad one."""
     patterns: list[HostPattern] = []
     for value in values:
-        for text in value.split(","):
-            text = text.strip()
-            if text:
+        for part in value.split(","):
+            if text := part.strip():
                 patterns.append(_parse_one(text))
     return tuple(patterns)
 

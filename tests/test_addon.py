@@ -1,0 +1,490 @@
+"""The addon, driven through mitmproxy's own test helpers (taddons, tflow)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator
+
+import pytest
+from mitmproxy import exceptions
+from mitmproxy.test import taddons, tflow
+
+from addons.toolid_addon import MARK_CHANGED, MARK_PROBLEM, ToolId
+from toolid import body as body_module
+from toolid import encode
+
+RAW = "functions.get_weather:0"
+CLIENT = encode(RAW)  # tid1_functions-2Eget_weather-3A0
+
+
+@pytest.fixture
+def addon() -> Iterator[tuple[ToolId, taddons.context]]:
+    toolid = ToolId()
+    with taddons.context(toolid) as tctx:
+        yield toolid, tctx
+
+
+def chat_response(tool_id: str = RAW) -> bytes:
+    return json.dumps(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {
+                        "role": "assistant",
+                        "content": f"calling {tool_id}",
+                        "tool_calls": [
+                            {
+                                "id": tool_id,
+                                "type": "function",
+                                "function": {"name": "get_weather", "arguments": "{}"},
+                            }
+                        ],
+                    },
+                    "finish_reason": "tool_calls",
+                }
+            ],
+            "usage": {"prompt_tokens": 1.50},
+        },
+        indent=1,
+    ).encode()
+
+
+def chat_request(tool_id: str = CLIENT, stream: bool = False) -> bytes:
+    return json.dumps(
+        {
+            "model": "kimi-k2",
+            "stream": stream,
+            "messages": [
+                {"role": "user", "content": "weather?"},
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": tool_id,
+                            "type": "function",
+                            "function": {"name": "w", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": tool_id, "content": f"result for {tool_id}"},
+            ],
+        }
+    ).encode()
+
+
+def response_flow(
+    body: bytes,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/v1/chat/completions",
+    headers: dict[str, str] | None = None,
+) -> tflow.HTTPFlow:
+    flow = tflow.tflow(resp=True, live=True)
+    flow.request.host, flow.request.port, flow.request.path = host, port, path
+    flow.response.headers["content-type"] = "application/json"
+    for name, value in (headers or {}).items():
+        flow.response.headers[name] = value
+    flow.response.content = body
+    return flow
+
+
+def request_flow(
+    body: bytes, *, host: str = "127.0.0.1", port: int = 8000, path: str = "/v1/chat/completions"
+) -> tflow.HTTPFlow:
+    flow = tflow.tflow(live=True)
+    flow.request.host, flow.request.port, flow.request.path = host, port, path
+    flow.request.headers["content-type"] = "application/json"
+    flow.request.content = body
+    return flow
+
+
+# --- buffered responses and requests -------------------------------------------------------
+
+
+def test_response_ids_are_encoded_surgically(addon):
+    toolid, _ = addon
+    original = chat_response()
+    flow = response_flow(original)
+    toolid.response(flow)
+    assert flow.response.content == original.replace(
+        f'"id": "{RAW}"'.encode(), f'"id": "{CLIENT}"'.encode()
+    )
+    assert f"calling {RAW}".encode() in flow.response.content  # text untouched
+    record = flow.metadata["toolid"]
+    assert record["response"] == [
+        {
+            "path": "choices[0].message.tool_calls[0].id",
+            "raw": RAW,
+            "client": CLIENT,
+            "action": "encoded",
+        }
+    ]
+    assert flow.comment == f"toolid: 1 encoded ({RAW} -> {CLIENT})"
+    assert flow.marked == MARK_CHANGED
+
+
+def test_request_ids_are_restored(addon):
+    toolid, _ = addon
+    original = chat_request()
+    flow = request_flow(original)
+    toolid.request(flow)
+    body = json.loads(flow.request.content)
+    assert body["messages"][1]["tool_calls"][0]["id"] == RAW
+    assert body["messages"][2]["tool_call_id"] == RAW
+    assert body["messages"][2]["content"] == f"result for {CLIENT}"  # text untouched
+    assert flow.comment.startswith("toolid: 2 restored")
+    assert flow.metadata["toolid"]["api"] == "chat"
+
+
+def test_nothing_to_change_leaves_bytes_and_flow_alone(addon):
+    toolid, _ = addon
+    original = chat_response("call_abc123")
+    flow = response_flow(original)
+    raw_before = flow.response.raw_content
+    toolid.response(flow)
+    assert flow.response.raw_content is raw_before
+    assert "toolid" not in flow.metadata
+    assert not flow.marked and not flow.comment
+
+
+def test_compressed_response_is_rewritten_and_recompressed(addon):
+    toolid, _ = addon
+    flow = response_flow(b"", headers={"content-encoding": "gzip"})
+    flow.response.content = chat_response()  # encodes with gzip
+    toolid.response(flow)
+    assert flow.response.headers["content-encoding"] == "gzip"
+    assert CLIENT.encode() in gzip.decompress(flow.response.raw_content)
+
+
+def test_request_to_streaming_api_asks_for_identity(addon):
+    toolid, _ = addon
+    flow = request_flow(chat_request(stream=True))
+    flow.request.headers["accept-encoding"] = "gzip, br"
+    toolid.request(flow)
+    assert flow.request.headers["accept-encoding"] == "identity"
+
+
+# --- scope, strict hosts, profile, observe mode ---------------------------------------------
+
+
+def test_out_of_scope_hosts_are_untouched(addon):
+    toolid, tctx = addon
+    tctx.configure(toolid, toolid_hosts=["api.moonshot.ai", "*.example.com"])
+    for host in ("127.0.0.1", "example.com", "moonshot.ai"):
+        flow = response_flow(chat_response(), host=host)
+        toolid.response(flow)
+        assert RAW.encode() in flow.response.content, host
+    for host in ("api.moonshot.ai", "kimi.example.com", "A.B.EXAMPLE.COM"):
+        flow = response_flow(chat_response(), host=host)
+        toolid.response(flow)
+        assert CLIENT.encode() in flow.response.content, host
+
+
+def test_host_pattern_with_port(addon):
+    toolid, tctx = addon
+    tctx.configure(toolid, toolid_hosts=["localhost:8000"])
+    inside = response_flow(chat_response(), host="localhost", port=8000)
+    outside = response_flow(chat_response(), host="localhost", port=8001)
+    toolid.response(inside)
+    toolid.response(outside)
+    assert CLIENT.encode() in inside.response.content
+    assert CLIENT.encode() not in outside.response.content
+
+
+def test_strict_host_keeps_client_ids_it_would_reject(addon):
+    toolid, _ = addon
+    claude = encode("toolu_01AbC", "call")  # restorable: the raw id is safe
+    body = json.dumps(
+        {
+            "model": "claude",
+            "messages": [
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": CLIENT, "name": "w", "input": {}},
+                        {"type": "tool_use", "id": claude, "name": "w", "input": {}},
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": CLIENT, "content": "x"},
+                        {"type": "tool_result", "tool_use_id": claude, "content": "y"},
+                    ],
+                },
+            ],
+        }
+    ).encode()
+    flow = request_flow(body, host="api.anthropic.com", port=443, path="/v1/messages")
+    toolid.request(flow)
+    sent = json.loads(flow.request.content)
+    assert [block["id"] for block in sent["messages"][0]["content"]] == [CLIENT, "toolu_01AbC"]
+    assert [b["tool_use_id"] for b in sent["messages"][1]["content"]] == [CLIENT, "toolu_01AbC"]
+    actions = [r["action"] for r in flow.metadata["toolid"]["request"]]
+    assert sorted(actions) == ["kept", "kept", "restored", "restored"]
+    assert "2 kept (strict host)" in flow.comment
+
+
+def test_same_request_to_a_lenient_host_restores_everything(addon):
+    toolid, _ = addon
+    flow = request_flow(chat_request(), host="api.moonshot.ai", port=443)
+    toolid.request(flow)
+    assert RAW.encode() in flow.request.content
+
+
+def test_call_profile(addon):
+    toolid, tctx = addon
+    tctx.configure(toolid, toolid_profile="call")
+    flow = response_flow(chat_response("toolu_01"))
+    toolid.response(flow)
+    assert b'"id": "call_tid1_toolu_01"' in flow.response.content
+
+
+def test_observe_mode_reports_but_changes_nothing(addon):
+    toolid, tctx = addon
+    tctx.configure(toolid, toolid_mode="observe")
+    original = chat_response()
+    flow = response_flow(original)
+    toolid.response(flow)
+    assert flow.response.content == original
+    assert flow.comment == f"toolid (observe): would encode 1 ({RAW} -> {CLIENT})"
+    request = request_flow(chat_request())
+    before = request.request.content
+    toolid.request(request)
+    assert request.request.content == before
+    assert request.metadata["toolid"]["request"]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("toolid_hosts", ["bad host!"], "invalid host pattern 'bad host!'"),
+        ("toolid_hosts", ["example.com:99999"], "invalid host pattern"),
+        ("toolid_strict_hosts", ["a b"], "toolid_strict_hosts"),
+        ("toolid_max_event_bytes", 0, "positive"),
+        ("toolid_profile", "loose", "loose"),
+        ("toolid_mode", "dry", "dry"),
+    ],
+)
+def test_bad_options_are_rejected_clearly(addon, option, value, message):
+    toolid, tctx = addon
+    with pytest.raises(exceptions.OptionsError, match=message):
+        tctx.configure(toolid, **{option: value})
+
+
+def test_comma_separated_hosts(addon):
+    toolid, tctx = addon
+    tctx.configure(toolid, toolid_hosts=["a.example, b.example"])
+    assert [p.text for p in toolid.hosts] == ["a.example", "b.example"]
+
+
+# --- fail open --------------------------------------------------------------------------------
+
+
+def test_broken_json_passes_unchanged_with_one_warning(addon, caplog):
+    toolid, _ = addon
+    broken = chat_response()[:-20]
+    flow = response_flow(broken)
+    with caplog.at_level(logging.WARNING):
+        toolid.response(flow)
+    assert flow.response.content == broken
+    assert flow.marked == MARK_PROBLEM
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
+    assert "not valid JSON" in flow.metadata["toolid"]["problems"][0]
+
+
+def test_broken_gzip_passes_unchanged(addon, caplog):
+    toolid, _ = addon
+    flow = response_flow(b"", headers={"content-encoding": "gzip"})
+    flow.response.raw_content = b"\x1f\x8b\x08\x00garbage" + RAW.encode()
+    with caplog.at_level(logging.WARNING):
+        toolid.response(flow)
+    assert flow.response.raw_content == b"\x1f\x8b\x08\x00garbage" + RAW.encode()
+    assert flow.marked == MARK_PROBLEM
+    assert "cannot decode body" in caplog.text
+
+
+def test_unexpected_error_never_escapes(addon, monkeypatch, caplog):
+    toolid, _ = addon
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(body_module, "rewrite", explode)
+    flow = request_flow(chat_request())
+    before = flow.request.content
+    with caplog.at_level(logging.WARNING):
+        toolid.request(flow)
+    assert flow.request.content == before
+    assert flow.marked == MARK_PROBLEM
+    assert "boom" in caplog.text
+
+
+def test_logs_never_contain_headers_or_bodies(addon, caplog):
+    toolid, _ = addon
+    flow = request_flow(chat_request())
+    flow.request.headers["authorization"] = "Bearer sk-secret-key"
+    flow.request.headers["x-api-key"] = "sk-ant-secret"
+    flow.request.path = "/v1/chat/completions?key=sk-query-secret"
+    with caplog.at_level(logging.DEBUG):
+        toolid.request(flow)
+        flow.response = response_flow(chat_response()).response
+        toolid.response(flow)
+    assert "toolid:" in caplog.text
+    for secret in ("sk-secret-key", "sk-ant-secret", "sk-query-secret", "weather?"):
+        assert secret not in caplog.text
+
+
+# --- streaming --------------------------------------------------------------------------------
+
+
+def sse_flow(headers: dict[str, str] | None = None) -> tflow.HTTPFlow:
+    flow = tflow.tflow(resp=True, live=True)
+    flow.request.host, flow.request.port, flow.request.path = (
+        "127.0.0.1",
+        8000,
+        "/v1/chat/completions",
+    )
+    flow.response.headers["content-type"] = "text/event-stream"
+    flow.response.headers["content-length"] = "1234"
+    for name, value in (headers or {}).items():
+        flow.response.headers[name] = value
+    return flow
+
+
+def chat_stream(tool_id: str = RAW) -> bytes:
+    chunks = [
+        {"id": "c", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+        {
+            "id": "c",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": tool_id,
+                                "type": "function",
+                                "function": {"name": "w", "arguments": ""},
+                            }
+                        ]
+                    },
+                }
+            ],
+        },
+        {
+            "id": "c",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]},
+                }
+            ],
+        },
+    ]
+    return (
+        b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+    )
+
+
+def drive(
+    stream: Callable[[bytes], bytes | Iterable[bytes]], body: bytes, piece: int
+) -> list[bytes]:
+    """Feed ``body`` in pieces then the end marker, as mitmproxy does; return each result."""
+    results = []
+    for at in range(0, len(body), piece):
+        out = stream(body[at : at + piece])
+        results.append(out if isinstance(out, bytes) else b"".join(out))
+        assert out != b"", "an empty bytes result mid-stream would end a chunked body"
+    final = stream(b"")
+    results.append(final if isinstance(final, bytes) else b"".join(final))
+    return results
+
+
+def test_sse_response_is_streamed_and_rewritten(addon):
+    toolid, _ = addon
+    flow = sse_flow()
+    toolid.responseheaders(flow)
+    assert callable(flow.response.stream)
+    assert "content-length" not in flow.response.headers
+    body = chat_stream()
+    out = b"".join(drive(flow.response.stream, body, 7))
+    assert out == body.replace(RAW.encode(), CLIENT.encode())
+    toolid.response(flow)
+    assert flow.comment == f"toolid: 1 encoded ({RAW} -> {CLIENT})"
+    assert flow.metadata["toolid"]["response"][0]["path"] == "choices[0].delta.tool_calls[0].id"
+
+
+def test_sse_events_are_forwarded_as_soon_as_complete(addon):
+    toolid, _ = addon
+    flow = sse_flow()
+    toolid.responseheaders(flow)
+    first = b'data: {"id": "c", "choices": []}\n\n'
+    assert flow.response.stream(first) == first
+    assert list(flow.response.stream(b"data: {")) == []
+
+
+def test_gzip_sse_is_decoded_and_header_dropped(addon):
+    toolid, _ = addon
+    flow = sse_flow({"content-encoding": "gzip"})
+    toolid.responseheaders(flow)
+    assert "content-encoding" not in flow.response.headers
+    out = b"".join(drive(flow.response.stream, gzip.compress(chat_stream()), 5))
+    assert out == chat_stream().replace(RAW.encode(), CLIENT.encode())
+
+
+def test_unsupported_encoding_stream_passes_unchanged(addon):
+    toolid, _ = addon
+    flow = sse_flow({"content-encoding": "compress"})
+    toolid.responseheaders(flow)
+    assert not callable(flow.response.stream)
+    assert flow.response.headers["content-encoding"] == "compress"
+    assert flow.marked == MARK_PROBLEM
+
+
+def test_observe_mode_stream_passes_bytes_unchanged(addon):
+    toolid, tctx = addon
+    tctx.configure(toolid, toolid_mode="observe")
+    flow = sse_flow()
+    toolid.responseheaders(flow)
+    body = chat_stream()
+    assert b"".join(drive(flow.response.stream, body, 3)) == body
+    assert flow.metadata["toolid"]["response"]
+    assert flow.response.headers["content-length"] == "1234"
+
+
+def test_stream_exception_falls_back_to_pass_through(addon, caplog):
+    toolid, _ = addon
+    flow = sse_flow()
+    toolid.responseheaders(flow)
+    stream = flow.response.stream
+    rewriter = stream.__closure__  # white-box: break the rewriter inside the callable
+    cells = [c.cell_contents for c in rewriter if hasattr(c.cell_contents, "feed")]
+    cells[0].feed = lambda data: (_ for _ in ()).throw(RuntimeError("kaputt"))
+    with caplog.at_level(logging.WARNING):
+        assert stream(b"data: x\n\n") == b"data: x\n\n"
+    assert flow.marked == MARK_PROBLEM
+    assert "kaputt" in caplog.text
+
+
+def test_non_sse_responses_are_not_streamed(addon):
+    toolid, _ = addon
+    flow = response_flow(chat_response())
+    toolid.responseheaders(flow)
+    assert not flow.response.stream
+
+
+def test_stream_large_bodies_is_reported(addon, caplog):
+    toolid, _ = addon
+    flow = response_flow(chat_response())
+    flow.response.stream = True  # as stream_large_bodies would
+    with caplog.at_level(logging.WARNING):
+        toolid.response(flow)
+    assert "streamed by another option" in caplog.text
