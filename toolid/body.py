@@ -23,7 +23,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 from toolid import codec
 from toolid.apis import api_from_shape
@@ -48,8 +48,7 @@ class Policy:
     strict: bool = False  # the upstream rejects ids that are not [A-Za-z0-9_-]+
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
+class Change(NamedTuple):
     """One id position that changed (or, for ``kept``, that was left as the client sent it)."""
 
     path: str
@@ -58,8 +57,7 @@ class Change:
     action: Action
 
 
-@dataclass(frozen=True, slots=True)
-class Edit:
+class Edit(NamedTuple):
     """Replace ``document[start:end]`` (a whole string literal, quotes included) by ``text``."""
 
     start: int
@@ -168,14 +166,13 @@ def _pair_pattern(keys: frozenset[str]) -> re.Pattern[bytes]:
     return re.compile(rb'"(' + names + rb')"\s*:\s*' + _LITERAL, re.DOTALL)
 
 
-def _structural_pairs(
-    document: bytes, keys: frozenset[str]
-) -> Iterator[tuple[str, str, int, int]]:
-    """Yield (key, value, start, end) of every structural ``"key": "literal"`` pair."""
+def _structural_pairs(document: bytes, keys: frozenset[str]) -> list[tuple[str, str, int, int]]:
+    """(key, value, start, end) of every structural ``"key": "literal"`` pair, in order."""
+    pairs = []
     for match in _pair_pattern(keys).finditer(document):
         start = match.start()
         backslashes = 0
-        while start - backslashes > 0 and document[start - backslashes - 1] == 0x5C:
+        while start > backslashes and document[start - backslashes - 1] == 0x5C:
             backslashes += 1
         if backslashes % 2:
             continue  # an escaped quote: inside some string, not a key
@@ -183,7 +180,8 @@ def _structural_pairs(
         value = (
             json.loads(b'"' + literal + b'"') if b"\\" in literal else literal.decode("utf-8")
         )
-        yield match.group(1).decode(), value, match.start(2) - 1, match.end(2) + 1
+        pairs.append((match.group(1).decode(), value, match.start(2) - 1, match.end(2) + 1))
+    return pairs
 
 
 @dataclass(slots=True)
@@ -205,18 +203,13 @@ def _locate(document: bytes, parsed: Any, targets: _Targets) -> tuple[Edit, ...]
     new_values = targets.new_values
     keys = frozenset(key for key, _ in new_values)
     try:
-        pairs = [
-            (key, value, start, end)
-            for key, value, start, end in _structural_pairs(document, keys)
-            if (key, value) in new_values
-        ]
+        pairs = [pair for pair in _structural_pairs(document, keys) if pair[:2] in new_values]
     except (ValueError, UnicodeDecodeError) as exc:
         raise RewriteError(f"unreadable string literal ({_short(exc)})") from None
     if Counter((key, value) for key, value, _, _ in pairs) != targets.wanted:
         pairs = _pair_in_order(parsed, pairs, keys, targets)
-    return tuple(
-        Edit(start, end, _literal(new_values[(key, value)])) for key, value, start, end in pairs
-    )
+    literals = {pair: _literal(new) for pair, new in new_values.items()}
+    return tuple(Edit(start, end, literals[(key, value)]) for key, value, start, end in pairs)
 
 
 def _pair_in_order(

@@ -13,7 +13,6 @@ This module is data plus the small walker that reads it; it knows nothing of byt
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -179,32 +178,32 @@ class Found:
     path: str  # concrete, e.g. "choices[0].message.tool_calls[1].id"
 
 
-def find_ids(document: Any, api: Api, doc: Doc) -> Iterator[Found]:
-    """Yield every string id at the table's positions in a parsed JSON ``document``."""
+def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
+    """Every string id at the table's positions in a parsed JSON ``document``, in table order."""
+    found: list[Found] = []
     for position in positions(api, doc):
-        yield from _walk(document, position.steps, 0, "")
+        _walk(document, position.steps, 0, "", found)
+    return found
 
 
-def _walk(node: Any, steps: tuple[_Step, ...], i: int, path: str) -> Iterator[Found]:
+def _walk(node: Any, steps: tuple[_Step, ...], i: int, path: str, found: list[Found]) -> None:
     step = steps[i]
-    last = i == len(steps) - 1
     if isinstance(step, _Key):
         if not isinstance(node, dict) or step.name not in node:
             return
         child = node[step.name]
         child_path = f"{path}.{step.name}" if path else step.name
-        if last:
-            if isinstance(child, str):
-                yield Found(node, step.name, child, child_path)
-            return
-        yield from _walk(child, steps, i + 1, child_path)
+        if i + 1 < len(steps):
+            _walk(child, steps, i + 1, child_path, found)
+        elif isinstance(child, str):
+            found.append(Found(node, step.name, child, child_path))
         return
     if isinstance(node, list):
         for index, element in enumerate(node):
             if _admits(step, element):
-                yield from _walk(element, steps, i + 1, f"{path}[{index}]")
+                _walk(element, steps, i + 1, f"{path}[{index}]", found)
     elif isinstance(node, dict) and _admits(step, node):
-        yield from _walk(node, steps, i + 1, path)
+        _walk(node, steps, i + 1, path, found)
 
 
 def _admits(step: _Each, element: Any) -> bool:
