@@ -119,7 +119,7 @@ def plan(document: bytes, api: Api | None, doc: Doc, policy: Policy) -> Plan:
     if not may_change(document, api, doc, policy):
         return NOTHING
     try:
-        parsed = json.loads(document)
+        parsed = _parse(document)
     except (ValueError, RecursionError) as exc:
         if api is None:
             return NOTHING  # not ours to judge: no API, and not JSON
@@ -140,7 +140,27 @@ def plan(document: bytes, api: Api | None, doc: Doc, policy: Policy) -> Plan:
             targets.add(found.holder, found.key, found.value, new)
     if not targets.new_values:
         return Plan(api=api, changes=tuple(changes))
-    return Plan(api=api, edits=_locate(document, parsed, targets), changes=tuple(changes))
+    edits = _locate(document, parsed, targets)
+    _verify(document, edits, parsed, targets)
+    return Plan(api=api, edits=edits, changes=tuple(changes))
+
+
+def _parse(document: bytes) -> Any:
+    # NaN and Infinity parse to their names, so that documents holding them compare equal.
+    return json.loads(document, parse_constant=str)
+
+
+def _verify(document: bytes, edits: Sequence[Edit], parsed: Any, targets: _Targets) -> None:
+    """Prove the edits right: the new bytes must parse to the old document with exactly the
+    positions' values replaced. Catches what byte-level locating cannot see (keys spelled
+    with escapes, duplicate keys) before a wrong literal could ever be sent."""
+    for holder, key in targets.members:
+        holder[key] = targets.new_values[(key, holder[key])]
+    try:
+        if _parse(apply(document, edits)) != parsed:
+            raise RewriteError("could not locate the id literals unambiguously")
+    except (ValueError, RecursionError):
+        raise RewriteError("rewritten document would not parse") from None
 
 
 def _change(value: str, path: str, policy: Policy) -> Change | None:
@@ -192,11 +212,13 @@ class _Targets:
     new_values: dict[tuple[str, str], str] = field(default_factory=dict)
     wanted: Counter[tuple[str, str]] = field(default_factory=Counter)
     holders: set[tuple[int, str]] = field(default_factory=set)
+    members: list[tuple[dict[str, Any], str]] = field(default_factory=list)
 
     def add(self, holder: dict[str, Any], key: str, value: str, new: str) -> None:
         self.new_values[(key, value)] = new
         self.wanted[(key, value)] += 1
         self.holders.add((id(holder), key))
+        self.members.append((holder, key))
 
 
 def _locate(document: bytes, parsed: Any, targets: _Targets) -> tuple[Edit, ...]:

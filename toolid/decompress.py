@@ -22,30 +22,42 @@ class Decompressor(Protocol):
 
 
 class _Zlib:
-    """gzip, or deflate with or without its zlib header (servers send both)."""
+    """gzip (one or several members), or deflate with or without its zlib header."""
 
     def __init__(self, gzip: bool) -> None:
         self._gzip = gzip
         self._inner: zlib._Decompress | None = None
         self._pending = b""
 
+    def _start(self, data: bytes) -> zlib._Decompress:
+        if self._gzip:
+            return zlib.decompressobj(31)
+        has_header = (data[0] & 0x0F) == 8 and int.from_bytes(data[:2]) % 31 == 0
+        return zlib.decompressobj(15 if has_header else -15)
+
     def decompress(self, data: bytes) -> bytes:
-        if self._inner is None:
-            if self._gzip:
-                self._inner = zlib.decompressobj(31)
-            else:
-                self._pending += data
-                if len(self._pending) < 2:
-                    return b""
-                data, self._pending = self._pending, b""
-                has_header = (data[0] & 0x0F) == 8 and int.from_bytes(data[:2]) % 31 == 0
-                self._inner = zlib.decompressobj(15 if has_header else -15)
-        return self._inner.decompress(data)
+        out: list[bytes] = []
+        data = self._pending + data
+        self._pending = b""
+        while data:
+            if self._inner is None:
+                if not self._gzip and len(data) < 2:
+                    self._pending = data  # need two bytes to tell zlib from raw deflate
+                    break
+                self._inner = self._start(data)
+            out.append(self._inner.decompress(data))
+            if not self._inner.eof:
+                break
+            data = self._inner.unused_data
+            if data and not self._gzip:
+                raise zlib.error("data after the end of the deflate stream")
+            self._inner = None  # gzip: another member may follow
+        return b"".join(out)
 
     def flush(self) -> bytes:
+        if self._pending:
+            raise zlib.error("deflate stream too short")
         if self._inner is None:
-            if self._pending:
-                raise zlib.error("deflate stream too short")
             return b""
         out = self._inner.flush()
         if not self._inner.eof:

@@ -46,6 +46,37 @@ _RESPONSES_ITEM_IDS = (
     f"{_RESPONSES_CALLS}|local_shell_call_output|mcp_call|mcp_approval_request|mcp_approval_response"
     "|web_search_call|file_search_call|image_generation_call|code_interpreter_call|item_reference"
 )
+# Streamed Responses events that name a tool item by its id (message and reasoning events
+# carry item_id too; those items' ids are not positions, so neither is their item_id).
+_RESPONSES_TOOL_EVENTS = "|".join(
+    f"response.{event}"
+    for event in (
+        "function_call_arguments.delta",
+        "function_call_arguments.done",
+        "custom_tool_call_input.delta",
+        "custom_tool_call_input.done",
+        "mcp_call_arguments.delta",
+        "mcp_call_arguments.done",
+        "mcp_call.in_progress",
+        "mcp_call.completed",
+        "mcp_call.failed",
+        "web_search_call.in_progress",
+        "web_search_call.searching",
+        "web_search_call.completed",
+        "file_search_call.in_progress",
+        "file_search_call.searching",
+        "file_search_call.completed",
+        "code_interpreter_call.in_progress",
+        "code_interpreter_call.interpreting",
+        "code_interpreter_call.completed",
+        "code_interpreter_call_code.delta",
+        "code_interpreter_call_code.done",
+        "image_generation_call.in_progress",
+        "image_generation_call.generating",
+        "image_generation_call.partial_image",
+        "image_generation_call.completed",
+    )
+)
 # Positions inside one Responses item (relative to the item).
 _RESPONSES_ITEM = (
     f"[type={_RESPONSES_CALLS}|{_RESPONSES_OUTPUTS}].call_id",
@@ -77,7 +108,7 @@ TABLE: Final[dict[Api, dict[Doc, tuple[str, ...]]]] = {
         Doc.EVENT: (
             *_under("item", _RESPONSES_ITEM),
             *_under("response.output", _RESPONSES_ITEM),
-            "item_id",
+            f"[type={_RESPONSES_TOOL_EVENTS}].item_id",
         ),
     },
     Api.MESSAGES: {

@@ -67,6 +67,20 @@ def _parse_one(text: str) -> HostPattern:
     return HostPattern(text, re.compile(regex, re.IGNORECASE), port)
 
 
+def allow_hosts(patterns: Iterable[HostPattern]) -> list[str] | None:
+    """mitmproxy ``allow_hosts`` regexes (searched in ``host:port``) for exactly these patterns.
+
+    None when a pattern covers every host: then nothing needs to be tunnelled untouched.
+    """
+    regexes = []
+    for pattern in patterns:
+        if pattern.host.pattern == ".*" and pattern.port is None:
+            return None
+        port = str(pattern.port) if pattern.port is not None else "[0-9]+"
+        regexes.append(f"^(?:{pattern.host.pattern}):{port}$")
+    return regexes
+
+
 def covers(patterns: Iterable[HostPattern], host: str, port: int) -> bool:
     """Whether any pattern covers ``host``:``port``."""
     return any(pattern.matches(host, port) for pattern in patterns)

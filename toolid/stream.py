@@ -63,7 +63,8 @@ class StreamRewriter:
             if self._decoder is not None:
                 data = self._decoder.decompress(data)
         except Exception as exc:
-            return self._give_up(f"cannot decompress the stream ({exc}); rest passed as is", data)
+            held = self._give_up(f"cannot decompress the stream ({exc}); rest passed as is")
+            return held + data
         return self._frame(data)
 
     def finish(self) -> bytes:
@@ -82,15 +83,15 @@ class StreamRewriter:
         try:
             events = self._framer.feed(data)
         except Exception as exc:  # pragma: no cover - defensive: the framer is total
-            return self._give_up(f"framing failed ({exc!r})", b"")
+            return self._give_up(f"framing failed ({exc!r})")
         out: list[bytes] = []
         for index, event in enumerate(events):
             try:
                 out.append(self._event(event))
             except Exception as exc:
                 logger.debug("toolid stream rewriter failed", exc_info=True)
-                rest = b"".join(events[index:])
-                return b"".join(out) + self._give_up(f"unexpected error ({exc!r})", rest)
+                held = self._give_up(f"unexpected error ({exc!r})")
+                return b"".join(out) + b"".join(events[index:]) + held
         if self._skipping or len(self._framer) > self.max_event_bytes:
             out.append(self._skip_oversized())
         return b"".join(out)
@@ -103,12 +104,21 @@ class StreamRewriter:
         if len(event) > self.max_event_bytes:
             self._report_oversized()
             return event
+        fields = None
         if not body.may_change(event, self.api, Doc.EVENT, self.policy):
-            return event
-        fields = data_lines(event, stream_start=at_start)
+            # The byte check reads the event as is: it can miss an id whose member is split
+            # across several data lines. Those are rare; look closer only then.
+            if event.count(b"data") < 2:
+                return event
+            fields = data_lines(event, stream_start=at_start)
+            if len(fields) < 2:
+                return event
+        fields = fields if fields is not None else data_lines(event, stream_start=at_start)
         if not fields:
             return event
         document = b"\n".join(event[field.start : field.end] for field in fields)
+        if len(fields) > 1 and not body.may_change(document, self.api, Doc.EVENT, self.policy):
+            return event
         try:
             plan = body.plan(document, self.api, Doc.EVENT, self.policy)
         except RewriteError as exc:
@@ -141,7 +151,8 @@ class StreamRewriter:
             f"an event larger than {self.max_event_bytes} bytes was forwarded unchanged"
         )
 
-    def _give_up(self, problem: str, pending: bytes) -> bytes:
+    def _give_up(self, problem: str) -> bytes:
+        """Switch to pass-through; return the held bytes, which come before any later input."""
         self.problems.append(problem)
         self._passthrough = True
-        return self._framer.take_tail() + pending
+        return self._framer.take_tail()
