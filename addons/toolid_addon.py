@@ -4,6 +4,10 @@ Load with ``mitmdump -s addons/toolid_addon.py`` (``scripts/proxy`` does). Glue 
 options, scope, and hooks that hand bytes plus a small policy to the ``toolid``
 library and record what it changed. Every hook fails open: on anything unexpected
 the flow's bytes stay as they were, one warning is logged, the flow is marked.
+
+For people looking at flows it adds the ``toolid`` contentview (bodies pretty-printed with
+every tool-call id annotated, see ``toolid.annotate``) and the commands ``toolid.encode``,
+``toolid.decode`` and ``toolid.trace``.
 """
 
 from __future__ import annotations
@@ -11,11 +15,12 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
-from mitmproxy import ctx, exceptions, http
+from mitmproxy import command, contentviews, ctx, exceptions, http
+from mitmproxy import flow as mflow
 
-from toolid import PROFILES, body, report, scope
+from toolid import PROFILES, annotate, body, codec, report, scope
 from toolid.apis import api_from_path
 from toolid.body import Change, Direction, Policy, RewriteError
 from toolid.positions import Api, Doc
@@ -29,14 +34,29 @@ MARK_PROBLEM = ":warning:"
 _STREAM_REQUESTED = re.compile(rb'"stream"\s*:\s*true')
 
 
+class _EveryFlow(tuple[mflow.Flow, ...]):
+    """The default of toolid.trace's ``flows``: every flow in mitmproxy's flow list."""
+
+
+EVERY_FLOW: Sequence[mflow.Flow] = _EveryFlow()
+_Command = TypeVar("_Command", bound=Callable[..., Any])
+
+
+def _command(name: str) -> Callable[[_Command], _Command]:
+    """``mitmproxy.command.command``, typed."""
+    return cast(Callable[[_Command], _Command], command.command(name))
+
+
 class ToolId:
     """Encode non-conforming tool-call ids in responses, restore them in requests."""
 
     def __init__(self) -> None:
         self.hosts: tuple[scope.HostPattern, ...] = scope.parse(["*"])
         self.strict_hosts: tuple[scope.HostPattern, ...] = scope.parse(scope.DEFAULT_STRICT_HOSTS)
+        self.view = ToolIdView()
 
     def load(self, loader: Any) -> None:
+        contentviews.add(self.view)  # keyed by name: a reloaded script replaces it
         loader.add_option(
             "toolid_hosts",
             Sequence[str],
@@ -89,6 +109,39 @@ class ToolId:
                 f"toolid_max_event_bytes must be a positive number of bytes, "
                 f"not {ctx.options.toolid_max_event_bytes}"
             )
+
+    def done(self) -> None:
+        _unregister(self.view)
+
+    # --- commands ----------------------------------------------------------------------------
+
+    @_command("toolid.encode")
+    def encode_id(self, tool_id: str) -> str:
+        """The client id for a raw upstream tool-call id (under the current toolid_profile)."""
+        return codec.encode(tool_id, ctx.options.toolid_profile)
+
+    @_command("toolid.decode")
+    def decode_id(self, tool_id: str) -> str:
+        """The raw upstream id inside a client id (other ids come back unchanged)."""
+        return codec.decode(tool_id)
+
+    @_command("toolid.trace")
+    def trace(self, tool_id: str, flows: Sequence[mflow.Flow] = EVERY_FLOW) -> Sequence[str]:
+        """Where a tool call appears: the response that created it and each request that
+        replayed it. tool_id: its raw or its encoded form. flows: a flow spec (default:
+        every flow in the flow list)."""
+        if flows is EVERY_FLOW:
+            flows = _every_flow()
+        lines = trace_lines(tool_id, flows)
+        header = f"toolid.trace {annotate.show(tool_id)}"
+        if codec.decode(tool_id) != tool_id:
+            header += f" (raw {annotate.show(codec.decode(tool_id))})"
+        if lines:
+            count = f"{len(lines)} sighting{'s' if len(lines) != 1 else ''}"
+            logger.info("\n  ".join([f"{header}: {count}", *lines]))
+        else:
+            logger.info(f"{header}: not in any of {len(flows)} flows")
+        return lines
 
     # --- hooks -------------------------------------------------------------------------------
 
@@ -288,6 +341,162 @@ def _parse_hosts(option: str, values: Sequence[str]) -> tuple[scope.HostPattern,
         return scope.parse(values)
     except ValueError as exc:
         raise exceptions.OptionsError(f"{option}: {exc}") from None
+
+
+# --- toolid.trace ------------------------------------------------------------------------------
+
+
+_ROLES = {"response": "created", "request": "replayed"}
+
+
+def _every_flow() -> Sequence[mflow.Flow]:
+    try:
+        flows: Sequence[mflow.Flow] = ctx.master.commands.call("view.flows.resolve", "@all")
+    except exceptions.CommandError:
+        raise exceptions.CommandError(
+            "toolid.trace needs mitmproxy's flow list (mitmproxy or mitmweb; mitmdump keeps none)"
+        ) from None
+    return flows
+
+
+def trace_lines(tool_id: str, flows: Sequence[mflow.Flow]) -> list[str]:
+    """One line per position of ``tool_id`` (raw or encoded) in ``flows``, in flow order.
+
+    ``#N`` is the flow's position (from 1) among ``flows``; a response is where the id was
+    created, a request where it was replayed.
+
+    Each side of a flow is matched by toolid's records in ``flow.metadata`` when they
+    mention the id (they always do for an id toolid changed or would change), else by
+    scanning the stored body (conforming ids, flows toolid never saw, flows from a file).
+    """
+    raw = codec.decode(tool_id)
+    lines = []
+    for number, flow in enumerate(flows, 1):
+        if not isinstance(flow, http.HTTPFlow):
+            continue
+        path = flow.request.path.split("?", 1)[0]
+        for side, where, action in _sightings_in(flow, tool_id, raw):
+            detail = f"{_ROLES[side]}, {action}" if action else _ROLES[side]
+            lines.append(f"#{number} {flow.request.method} {path} {side} {where} ({detail})")
+    return lines
+
+
+def _sightings_in(
+    flow: http.HTTPFlow, tool_id: str, raw: str
+) -> list[tuple[annotate.Side, str, str]]:
+    record = flow.metadata.get("toolid")
+    record = record if isinstance(record, dict) else {}
+    api = _api_of(flow)
+    found: list[tuple[annotate.Side, str, str]] = []
+    sides: tuple[tuple[annotate.Side, http.Message | None], ...] = (
+        ("request", flow.request),
+        ("response", flow.response),
+    )
+    for side, message in sides:
+        recorded = [
+            (side, str(change.get("path")), str(change.get("action")))
+            for change in record.get(side) or ()
+            if isinstance(change, dict)
+            and (change.get("raw") in (raw, tool_id) or change.get("client") == tool_id)
+        ]
+        if recorded:
+            found.extend(recorded)
+            continue
+        content = message.get_content(strict=False) if message is not None else None
+        if not content or message is None:
+            continue
+        kind = annotate.body_kind(content, message.headers.get("content-type"))
+        for sighting in annotate.sightings(content, side, api, kind=kind):
+            if sighting.value == tool_id or sighting.raw == raw:
+                event = "" if sighting.event is None else f"event {sighting.event} "
+                found.append((side, event + sighting.path, ""))
+    return found
+
+
+# --- the contentview ---------------------------------------------------------------------------
+
+VIEW_PRIORITY = 2.0  # above mitmproxy's JSON view (1): offered first for LLM API flows
+_PRIORITY_SCAN_LIMIT = 4 * 1024 * 1024  # larger bodies of unrecognised paths are not parsed
+
+
+class ToolIdView(contentviews.Contentview):
+    """Request and response bodies (JSON, SSE) with every tool-call id annotated."""
+
+    @property
+    def name(self) -> str:
+        return "toolid"
+
+    @property
+    def syntax_highlight(self) -> contentviews.SyntaxHighlight:
+        return "yaml"  # JSON is YAML; the annotations are YAML comments
+
+    def prettify(self, data: bytes, metadata: contentviews.Metadata) -> str:
+        side, flow = _side_and_flow(metadata)
+        if side is None:
+            raise ValueError("not an HTTP body")
+        api = _api_of(flow) if flow else None
+        kind = annotate.body_kind(data, metadata.content_type)
+        text = annotate.annotate(data, side, api, kind=kind, profile=_profile())
+        notes = _flow_notes(flow, side) if flow else []
+        return "\n".join([*notes, text])
+
+    def render_priority(self, data: bytes, metadata: contentviews.Metadata) -> float:
+        side, flow = _side_and_flow(metadata)
+        if side is None or not data:
+            return -1
+        kind = annotate.body_kind(data, metadata.content_type)
+        if kind is None:
+            return -1
+        if flow is not None and (_api_of(flow) is not None or _flow_notes(flow, side)):
+            return VIEW_PRIORITY
+        if len(data) <= _PRIORITY_SCAN_LIMIT and annotate.sightings(data, side, kind=kind):
+            return VIEW_PRIORITY
+        return 0
+
+
+def _side_and_flow(
+    metadata: contentviews.Metadata,
+) -> tuple[annotate.Side | None, http.HTTPFlow | None]:
+    message = metadata.http_message
+    flow = metadata.flow if isinstance(metadata.flow, http.HTTPFlow) else None
+    if isinstance(message, http.Request):
+        return "request", flow
+    if isinstance(message, http.Response):
+        return "response", flow
+    return None, None
+
+
+def _flow_notes(flow: http.HTTPFlow, side: annotate.Side) -> list[str]:
+    """What toolid recorded for this side of the flow, as comment lines."""
+    record = flow.metadata.get("toolid")
+    if not isinstance(record, dict):
+        return []
+    notes = []
+    if changes := record.get(side):
+        observe = bool(record.get("observe"))
+        label = "toolid (observe)" if observe else "toolid"
+        notes.append(f"# {label} on this {side}: {report.summary(changes, observe=observe)}")
+    notes.extend(f"# toolid problem: {problem}" for problem in record.get("problems", ()))
+    return notes
+
+
+def _profile() -> codec.Profile:
+    try:
+        profile = ctx.options.toolid_profile
+    except AttributeError:  # no master, or the option is not loaded
+        return "safe"
+    return "call" if profile == "call" else "safe"
+
+
+def _unregister(view: ToolIdView) -> None:
+    """Take ``view`` out of mitmproxy's contentview registry, if it is still the one there.
+
+    mitmproxy 12 has no public way to remove a contentview (``contentviews.remove`` is a
+    deprecated no-op), so this reaches into the registry's table, carefully.
+    """
+    table = getattr(contentviews.registry, "_by_name", None)
+    if isinstance(table, dict) and table.get(view.name) is view:
+        del table[view.name]
 
 
 addons = [ToolId()]

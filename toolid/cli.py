@@ -1,4 +1,5 @@
-"""Command line: ``toolid encode`` / ``toolid decode`` one tool-call id per line (wire format v1).
+"""Command line: ``toolid encode`` / ``toolid decode`` one tool-call id per line (wire format v1),
+``toolid inspect FILE`` lists the tool-call ids of a capture.
 
 Each subcommand is added by a small ``_add_<name>(subparsers)`` function listed in
 ``SUBCOMMANDS``; it registers its arguments and sets ``handler`` (``Namespace -> int``).
@@ -11,6 +12,8 @@ import sys
 from collections.abc import Callable, Iterable
 
 from toolid.codec import PROFILES, Profile, decode, encode
+from toolid.inspect import FORMATS, Format
+from toolid.inspect import run as run_inspect
 
 type Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 type Handler = Callable[[argparse.Namespace], int]
@@ -93,7 +96,35 @@ def _add_decode(subparsers: Subparsers) -> None:
     p.set_defaults(handler=_run_decode)
 
 
-SUBCOMMANDS: list[Callable[[Subparsers], None]] = [_add_encode, _add_decode]
+def _run_inspect(args: argparse.Namespace) -> int:
+    fmt: Format | None = None if args.format == "auto" else args.format
+    return run_inspect(args.file, fmt, stdin=sys.stdin.buffer, stdout=sys.stdout, stderr=sys.stderr)
+
+
+def _add_inspect(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "inspect",
+        help="list the tool-call ids in a capture and check they conform",
+        description="Print a table of every tool-call id in FILE: where it is (line, SSE "
+        "event, HAR entry or flow, and JSON path), the API, the id as seen, its raw form "
+        "(decoded), and whether clients of each profile accept it (safe: [A-Za-z0-9_-]+, "
+        "call: call_[A-Za-z0-9_-]+). Exit status: 0 when every id matches "
+        "[A-Za-z0-9_-]+, 1 when some id would be rejected by a strict API (Anthropic, "
+        "OpenAI Responses, Bedrock), 2 when FILE cannot be read.",
+    )
+    p.add_argument(
+        "--format",
+        choices=("auto", *FORMATS),
+        default="auto",
+        help="json: one JSON body; jsonl: one JSON value per line (agent transcripts); "
+        "sse: a server-sent-events body; har: a HAR file; flows: a mitmproxy flow file "
+        "(default: auto, detected from the content)",
+    )
+    p.add_argument("file", metavar="FILE", help="the file to read, or - for stdin")
+    p.set_defaults(handler=_run_inspect)
+
+
+SUBCOMMANDS: list[Callable[[Subparsers], None]] = [_add_encode, _add_decode, _add_inspect]
 
 
 def build_parser() -> argparse.ArgumentParser:

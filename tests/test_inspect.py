@@ -1,0 +1,469 @@
+"""``toolid inspect``: every input kind, the table, the exit-code rule, malformed input."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mitmproxy import io as mitmproxy_io
+from mitmproxy.test import taddons, tflow
+
+from addons.toolid_addon import ToolId
+from toolid import annotate, encode
+from toolid.cli import main
+from toolid.inspect import InspectError, detect, scan
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).parent / "data"
+CHAT_RAW = "functions.get_weather:0"
+MESSAGES_RAW = "sessions_history:183"
+RESPONSES_RAW = "get_weather:0#62786027996b4c40886cc7262bdf7382"
+CHAT, MESSAGES, RESPONSES = CHAT_RAW, MESSAGES_RAW, RESPONSES_RAW
+CHAT_ENC, MESSAGES_ENC, RESPONSES_ENC = encode(CHAT), encode(MESSAGES), encode(RESPONSES)
+TOOL_CALL = "choices[0].message.tool_calls[0].id"
+
+
+def inspect(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], str]:
+    """Run ``toolid inspect ARGV``; return the exit status, stdout rows (split), stderr."""
+    status = main(["inspect", *argv])
+    out, err = capsys.readouterr()
+    return status, [line.split() for line in out.splitlines()], err
+
+
+def rows_of(table: list[list[str]]) -> list[list[str]]:
+    """The data rows: after the headings, before the summary."""
+    assert table[0] == ["WHERE", "PATH", "API", "ID", "RAW", "SAFE", "CALL"]
+    return table[1:-1]
+
+
+# --- every input kind ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fixture", "status", "expected"),
+    [
+        (
+            "chat_response.json",
+            1,
+            [["body", TOOL_CALL, "chat", CHAT, CHAT, "no", "no"]],
+        ),
+        (
+            "chat_request.json",
+            0,
+            [
+                ["body", "messages[1].tool_calls[0].id", "chat", CHAT_ENC, CHAT, "yes", "no"],
+                ["body", "messages[2].tool_call_id", "chat", CHAT_ENC, CHAT, "yes", "no"],
+            ],
+        ),
+        (
+            "messages_response.json",
+            1,
+            [
+                ["body", "content[1].id", "messages", MESSAGES, MESSAGES, "no", "no"],
+                ["body", "content[2].id", "messages", "toolu_01AbC", "toolu_01AbC", "yes", "no"],
+            ],
+        ),
+        (
+            "responses_request.json",
+            0,
+            [
+                ["body", "input[1].call_id", "responses", RESPONSES_ENC, RESPONSES, "yes", "no"],
+                ["body", "input[1].id", "responses", "fc_1", "fc_1", "yes", "no"],
+                ["body", "input[2].call_id", "responses", RESPONSES_ENC, RESPONSES, "yes", "no"],
+            ],
+        ),
+    ],
+)
+def test_json_bodies(capsys, fixture, status, expected):
+    code, table, err = inspect(capsys, str(DATA / fixture))
+    assert (code, err) == (status, "")
+    assert rows_of(table) == expected
+
+
+def test_sse_captures(capsys):
+    code, table, _ = inspect(capsys, str(DATA / "responses_stream.sse"))
+    assert code == 1
+    assert [row[:4] for row in rows_of(table)] == [
+        ["event", "2", "(response.output_item.added)", "item.call_id"],
+        ["event", "2", "(response.output_item.added)", "item.id"],
+        ["event", "3", "(response.function_call_arguments.delta)", "item_id"],
+        ["event", "4", "(response.completed)", "response.output[0].call_id"],
+        ["event", "4", "(response.completed)", "response.output[0].id"],
+    ]
+    code, table, _ = inspect(capsys, str(DATA / "messages_stream.sse"))
+    assert code == 1
+    assert rows_of(table) == [
+        [
+            "event", "2", "(content_block_start)", "content_block.id", "messages",
+            MESSAGES_RAW, MESSAGES_RAW, "no", "no",
+        ]
+    ]  # fmt: skip
+
+
+def test_sse_after_toolid_conforms(capsys, tmp_path):
+    encoded = (
+        (DATA / "chat_stream.sse")
+        .read_bytes()
+        .replace(CHAT_RAW.encode(), encode(CHAT_RAW).encode())
+    )
+    path = tmp_path / "through-proxy.sse"
+    path.write_bytes(encoded)
+    code, table, _ = inspect(capsys, str(path))
+    assert code == 0
+    assert rows_of(table) == [
+        [
+            "event", "2", "choices[0].delta.tool_calls[0].id", "chat",
+            encode(CHAT_RAW), CHAT_RAW, "yes", "no",
+        ]
+    ]  # fmt: skip
+    assert " ".join(table[-1]) == "1 tool-call id position, 1 distinct id; all match [A-Za-z0-9_-]+"
+
+
+def test_jsonl_transcript(capsys):
+    code, table, _ = inspect(capsys, str(DATA / "transcript.jsonl"))
+    assert code == 1
+    assert [row[:6] for row in rows_of(table)] == [
+        ["line", "2", "message.content[1].id", "messages", MESSAGES_RAW, MESSAGES_RAW],
+        ["line", "3", "message.content[0].tool_use_id", "messages", MESSAGES_ENC, MESSAGES],
+        ["line", "5", "tool_calls[0].id", "chat", CHAT_RAW, CHAT_RAW],
+        ["line", "6", "tool_call_id", "chat", encode(CHAT_RAW), CHAT_RAW],
+        ["line", "7", "payload.call_id", "responses", "call_Ab12", "call_Ab12"],
+        ["line", "7", "payload.id", "responses", "fc_1", "fc_1"],
+    ]  # fmt: skip
+    assert " ".join(table[-1]).startswith("6 tool-call id positions, 4 distinct ids; 2 not")
+
+
+def test_jsonl_of_whole_requests_and_chat_chunks(capsys, tmp_path):
+    lines = [
+        json.loads((DATA / "messages_request.json").read_bytes()),
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "call_x"}]}}]},
+        [{"type": "function_call_output", "call_id": "call_y", "output": "ok"}],
+    ]
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    code, table, _ = inspect(capsys, str(path))
+    assert code == 0
+    assert [row[:4] for row in rows_of(table)] == [
+        ["line", "1", "messages[1].content[0].id", "messages"],
+        ["line", "1", "messages[2].content[0].tool_use_id", "messages"],
+        ["line", "2", "choices[0].delta.tool_calls[0].id", "chat"],
+        ["line", "3", "[0].call_id", "responses"],
+    ]
+
+
+def har(entries: list[dict[str, dict[str, object]]]) -> bytes:
+    log = {"version": "1.2", "creator": {"name": "t"}, "entries": entries}
+    return json.dumps({"log": log}).encode()
+
+
+def har_entry(
+    url: str, request: bytes | None, response: bytes | None, mime: str, b64: bool = False
+) -> dict[str, dict[str, object]]:
+    content: dict[str, str] = {"mimeType": mime}
+    entry: dict[str, dict[str, object]] = {
+        "request": {"method": "POST", "url": url, "headers": []},
+        "response": {"status": 200, "headers": [], "content": content},
+    }
+    if request is not None:
+        entry["request"]["postData"] = {"mimeType": "application/json", "text": request.decode()}
+    if response is not None:
+        if b64:
+            content.update(text=base64.b64encode(response).decode(), encoding="base64")
+        else:
+            content["text"] = response.decode()
+    return entry
+
+
+def test_har(capsys, tmp_path):
+    path = tmp_path / "capture.har"
+    path.write_bytes(
+        har(
+            [
+                har_entry(
+                    "https://api.moonshot.ai/v1/chat/completions",
+                    (DATA / "chat_request.json").read_bytes(),
+                    (DATA / "chat_response.json").read_bytes(),
+                    "application/json",
+                ),
+                har_entry(
+                    "http://127.0.0.1:8000/v1/messages?beta=true",
+                    None,
+                    (DATA / "messages_stream.sse").read_bytes(),
+                    "text/event-stream",
+                    b64=True,
+                ),
+                har_entry("https://example.com/", None, b"<html>functions.x:1</html>", "text/html"),
+            ]
+        )
+    )
+    code, table, err = inspect(capsys, str(path))
+    assert (code, err) == (1, "")
+    rows = rows_of(table)
+    assert [row[:5] for row in rows] == [
+        ["entry", "1", "POST", "/v1/chat/completions", "request"],
+        ["entry", "1", "POST", "/v1/chat/completions", "request"],
+        ["entry", "1", "POST", "/v1/chat/completions", "response"],
+        ["entry", "2", "POST", "/v1/messages", "response"],
+    ]
+    assert [row[5:] for row in rows[:3]] == [
+        ["messages[1].tool_calls[0].id", "chat", CHAT_ENC, CHAT, "yes", "no"],
+        ["messages[2].tool_call_id", "chat", CHAT_ENC, CHAT, "yes", "no"],
+        [TOOL_CALL, "chat", CHAT, CHAT, "no", "no"],
+    ]
+    assert rows[3][5:] == [
+        "event", "2", "(content_block_start)", "content_block.id", "messages",
+        MESSAGES, MESSAGES, "no", "no",
+    ]  # fmt: skip
+
+
+def test_mitmproxy_flow_file(capsys, tmp_path):
+    """Flows saved from a toolid session: rewritten bodies, and a streamed one not stored."""
+    addon = ToolId()
+    with taddons.context(addon):
+        created = tflow.tflow(resp=True, live=True)
+        created.request.method, created.request.path = "POST", "/v1/chat/completions"
+        created.response.headers["content-type"] = "application/json"
+        created.response.content = (DATA / "chat_response.json").read_bytes()
+        addon.response(created)  # the client got the encoded id
+
+        replay = tflow.tflow(live=True)
+        replay.request.method, replay.request.path = "POST", "/v1/chat/completions"
+        replay.request.headers["content-type"] = "application/json"
+        replay.request.content = (DATA / "chat_request.json").read_bytes()
+        addon.request(replay)  # restored: the raw id went upstream
+
+        streamed = tflow.tflow(resp=True, live=True)
+        streamed.request.method, streamed.request.path = "POST", "/v1/messages"
+        streamed.response.headers["content-type"] = "text/event-stream"
+        addon.responseheaders(streamed)
+        streamed.response.stream((DATA / "messages_stream.sse").read_bytes())
+        streamed.response.stream(b"")
+        streamed.response.content = None
+    path = tmp_path / "session.flows"
+    with path.open("wb") as file:
+        writer = mitmproxy_io.FlowWriter(file)
+        for flow in (created, replay, tflow.ttcpflow(), streamed):
+            flow.live = False
+            writer.add(flow)
+
+    code, table, err = inspect(capsys, str(path))
+    assert (code, err) == (1, "")  # the restored request carries the raw id
+    rows = rows_of(table)
+    assert [row[:5] for row in rows] == [
+        ["flow", "1", "POST", "/v1/chat/completions", "response"],
+        ["flow", "2", "POST", "/v1/chat/completions", "request"],
+        ["flow", "2", "POST", "/v1/chat/completions", "request"],
+        ["flow", "4", "POST", "/v1/messages", "response"],
+    ]
+    assert [row[5:] for row in rows[:3]] == [
+        [TOOL_CALL, "chat", CHAT_ENC, CHAT, "yes", "no"],
+        ["messages[1].tool_calls[0].id", "chat", CHAT, CHAT, "no", "no"],
+        ["messages[2].tool_call_id", "chat", CHAT, CHAT, "no", "no"],
+    ]
+    assert rows[3][5:] == [
+        "(toolid", "record;", "body", "not", "stored)",
+        "content_block.id", "messages", MESSAGES_ENC, MESSAGES, "yes", "no",
+    ]  # fmt: skip
+
+
+def test_stdin(capsys, monkeypatch):
+    data = (DATA / "chat_request.json").read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    code, table, _ = inspect(capsys, "-")
+    assert code == 0
+    assert len(rows_of(table)) == 2
+
+
+def test_no_ids_at_all(capsys, tmp_path):
+    path = tmp_path / "plain.json"
+    path.write_text('{"model": "m", "messages": [{"role": "user", "content": "hi"}]}')
+    code, table, _ = inspect(capsys, str(path))
+    assert code == 0
+    assert table == [["no", "tool-call", "ids", "found"]]
+
+
+@pytest.mark.parametrize(
+    ("ids", "status"),
+    [
+        (["call_abc", "toolu_01", "tid1_a-2Eb", "chatcmpl-tool-1f"], 0),
+        (["call_abc", "a.b"], 1),
+        (["has space"], 1),
+        ([""], 1),  # the empty id: strict APIs reject it too
+        (["日本"], 1),
+    ],
+)
+def test_exit_code_rule(capsys, tmp_path, ids, status):
+    path = tmp_path / "ids.json"
+    path.write_text(
+        json.dumps({"messages": [{"role": "tool", "tool_call_id": i} for i in ids]}),
+        encoding="utf-8",
+    )
+    code, table, _ = inspect(capsys, str(path))
+    assert code == status
+    assert len(rows_of(table)) == len(ids)
+
+
+def test_odd_ids_are_shown_on_one_line(capsys, tmp_path):
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps({"messages": [{"tool_call_id": "a\nb"}, {"tool_call_id": ""}]}))
+    code, table, _ = inspect(capsys, str(path))
+    assert code == 1
+    assert [row[3] for row in rows_of(table)] == ['"a\\nb"', '""']
+
+
+# --- format detection and --format -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "fmt"),
+    [
+        (b'{"a": 1}', "json"),
+        (b'\xef\xbb\xbf  [{"a": 1}]', "json"),
+        (b'{"a": 1}\n{"b": 2}\n', "jsonl"),
+        (b'{"log": {"entries": []}}', "har"),
+        (b"event: x\ndata: {}\n\n", "sse"),
+        (b": comment\n\ndata: {}\n\n", "sse"),
+        (b"123:abc,", "flows"),
+    ],
+)
+def test_detect(data, fmt):
+    assert detect(data) == fmt
+
+
+def test_format_can_be_forced(capsys, tmp_path):
+    path = tmp_path / "one-line.txt"
+    path.write_bytes((DATA / "chat_response.json").read_bytes().replace(b"\n", b""))
+    code, table, _ = inspect(capsys, "--format", "jsonl", str(path))
+    assert code == 1
+    assert rows_of(table)[0][:2] == ["line", "1"]
+
+
+# --- unreadable input: exit 2, one clear line, no traceback ----------------------------------
+
+
+def broken_flow_file(tmp_path: Path) -> bytes:
+    buffer = io.BytesIO()
+    mitmproxy_io.FlowWriter(buffer).add(tflow.tflow(resp=True))
+    return buffer.getvalue()[:-40]
+
+
+@pytest.mark.parametrize(
+    ("data", "argv", "message"),
+    [
+        (b"", [], "the input is empty"),
+        (b"  \n", [], "the input is empty"),
+        (b'{"choices": [', [], "not valid JSON (Expecting value: line 1 column 14"),
+        (b'{"a": 1}\n{"b": \n', [], "line 2: not valid JSON"),
+        (b"\x00\x01\x02binary", [], "cannot tell the format"),
+        (b"hello world", [], "name it with --format"),
+        (b'{"a": 1}', ["--format", "har"], "not a HAR file (no log.entries list)"),
+        (b'{"a": 1}', ["--format", "sse"], "no server-sent events"),
+        (b"[1, 2", ["--format", "json"], "not valid JSON"),
+        (b'{"a": 1}', ["--format", "flows"], "not a readable mitmproxy flow file"),
+        (b"12:not a flow,", ["--format", "flows"], "not a readable mitmproxy flow file"),
+        (None, [], "not a readable mitmproxy flow file"),  # truncated flow file
+        (b'{"log": {"entries": [1]}}', [], "entry 1 is not an object"),
+        (b'{"log": {"entries": [{"request": []}]}}', [], "entry 1: request is not an object"),
+        (
+            har(
+                [har_entry("http://h/v1/messages", None, b"x", "text/event-stream", b64=True)]
+            ).replace(b'"eA=="', b'"!!!"'),
+            [],
+            "entry 1: response content.text is not valid base64",
+        ),
+        (b"[" * 100_000 + b"]" * 100_000, [], "nested too deeply"),
+    ],
+)
+def test_malformed_input(capsys, tmp_path, data, argv, message):
+    path = tmp_path / "input"
+    path.write_bytes(broken_flow_file(tmp_path) if data is None else data)
+    code, table, err = inspect(capsys, *argv, str(path))
+    assert code == 2
+    assert table == []
+    assert err.startswith(f"toolid inspect: {path}: ")
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_missing_file_and_directory(capsys, tmp_path):
+    code, _, err = inspect(capsys, str(tmp_path / "nope.json"))
+    assert code == 2 and "cannot read it (No such file or directory)" in err
+    code, _, err = inspect(capsys, str(tmp_path))
+    assert code == 2 and "cannot read it (Is a directory)" in err
+
+
+def test_unknown_format_is_a_usage_error(capsys):
+    assert main(["inspect", "--format", "xml", "f"]) == 2
+    assert "invalid choice: 'xml'" in capsys.readouterr().err
+
+
+def test_library_raises_a_one_line_error():
+    with pytest.raises(InspectError, match="line 1: not valid JSON"):
+        scan(b"{\n", "jsonl")
+
+
+# --- the real command --------------------------------------------------------------------------
+
+
+def test_as_a_process(tmp_path):
+    path = tmp_path / "broken.flows"
+    path.write_bytes(broken_flow_file(tmp_path))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "toolid", "inspect", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=60,
+            check=False,
+        )
+
+    broken = run(str(path))
+    assert broken.returncode == 2
+    assert broken.stdout == ""
+    assert broken.stderr.startswith("toolid inspect: ") and broken.stderr.count("\n") == 1
+    good = run(str(DATA / "messages_request.json"))
+    assert (good.returncode, good.stderr) == (0, "")
+    assert "tid1_sessions_history-3A183" in good.stdout
+
+
+# --- the library underneath --------------------------------------------------------------------
+
+
+def test_deep_scan_finds_elements_anywhere():
+    document = {
+        "turns": [
+            {"request": json.loads((DATA / "responses_request.json").read_bytes())},
+            {"event": {"type": "response.function_call_arguments.delta", "item_id": "fc_9"}},
+            {"block": {"type": "tool_use", "id": "toolu_1", "caller": {"tool_id": "x.y"}}},
+            {"note": {"id": "not-a-tool-call"}},
+        ]
+    }
+    assert [(s.path, s.api.value, s.value) for s in annotate.deep_ids(document)] == [
+        ("turns[0].request.input[1].call_id", "responses", encode(RESPONSES_RAW)),
+        ("turns[0].request.input[1].id", "responses", "fc_1"),
+        ("turns[0].request.input[2].call_id", "responses", encode(RESPONSES_RAW)),
+        ("turns[1].event.item_id", "responses", "fc_9"),
+        ("turns[2].block.id", "messages", "toolu_1"),
+        ("turns[2].block.caller.tool_id", "messages", "x.y"),
+    ]
+
+
+def test_sightings_use_the_table_for_a_known_api():
+    body = (DATA / "chat_request.json").read_bytes()
+    found = annotate.sightings(body, "request")
+    assert [(s.path, s.encoded, s.raw) for s in found] == [
+        ("messages[1].tool_calls[0].id", True, CHAT_RAW),
+        ("messages[2].tool_call_id", True, CHAT_RAW),
+    ]
+    assert annotate.sightings(body, "response") == []  # not a response shape
+    assert annotate.sightings(b"<html>", "response") == []

@@ -1,0 +1,395 @@
+"""Find the tool-call ids of one HTTP body (JSON or SSE) and show them annotated, sans I/O.
+
+Shared by the mitmproxy contentview, the ``toolid.trace`` command and ``toolid inspect``:
+
+- ``sightings`` lists every id of a body: at the table's positions for a known API (given,
+  or guessed from the body's shape), or, with ``deep=True`` and no API, wherever some
+  element of some API sits anywhere in the document (a transcript line, a saved
+  conversation). Even the deep scan reads only the table: each object is tried as a Chat
+  message, a Responses item and an Anthropic content block.
+- ``annotate`` pretty-prints the body with each id annotated (``# ⟵ raw ...`` beside an
+  encoded id, ``# ⚠ not [A-Za-z0-9_-]+`` beside a non-conforming one); an event stream
+  is shown event by event.
+
+Annotations are YAML-style ``#`` comments, so the text still highlights as JSON/YAML.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any, Final, Literal
+
+from toolid import codec
+from toolid.apis import api_from_shape
+from toolid.positions import Api, Doc, Found, find_ids
+from toolid.sse import EventFramer
+
+Side = Literal["request", "response"]
+Kind = Literal["json", "sse"]
+
+STRICT_RULE: Final = "[A-Za-z0-9_-]+"
+API_NAMES: Final[dict[Api, str]] = {
+    Api.CHAT: "OpenAI Chat Completions",
+    Api.RESPONSES: "OpenAI Responses",
+    Api.MESSAGES: "Anthropic Messages",
+}
+
+# What a client of each profile accepts as an id (its shape; encoded ids included).
+_CONFORMS: Final[dict[codec.Profile, re.Pattern[str]]] = {
+    "safe": re.compile(r"[A-Za-z0-9_-]+"),
+    "call": re.compile(r"call_[A-Za-z0-9_-]+"),
+}
+_BOM: Final = b"\xef\xbb\xbf"
+_SSE_START: Final = re.compile(rb"(?:data|event|id|retry)(?::|\r|\n|$)|:")
+_LINE_BREAK: Final = re.compile(r"\r\n|\r|\n")
+_PLAIN: Final = re.compile(r"[^\s\"'\\\x00-\x1f\x7f-\x9f\ud800-\udfff]+")
+
+
+def conforms(value: str, profile: codec.Profile) -> bool:
+    """Whether a client of ``profile`` accepts ``value`` as it is (``safe``: ``[A-Za-z0-9_-]+``,
+    ``call``: ``call_[A-Za-z0-9_-]+``)."""
+    return _CONFORMS[profile].fullmatch(value) is not None
+
+
+def show(value: str) -> str:
+    """``value`` for a one-line display: as is when plain, else as a JSON string literal."""
+    if _PLAIN.fullmatch(value):
+        return value
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates
+        return json.dumps(value)
+    return text
+
+
+# --- sightings -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Sighting:
+    """One tool-call id in a body."""
+
+    value: str  # as it appears in the body
+    path: str  # JSON path inside its document, e.g. "choices[0].message.tool_calls[0].id"
+    api: Api  # the API whose position it sits at
+    event: int | None = None  # 1-based number of the SSE event holding it
+    event_name: str | None = None
+
+    @property
+    def raw(self) -> str:
+        """The raw upstream id (``value`` itself unless it is an encoded id)."""
+        return codec.decode(self.value)
+
+    @property
+    def encoded(self) -> bool:
+        """Whether ``value`` is an id encoded by toolid."""
+        return self.raw != self.value
+
+    @property
+    def strict_ok(self) -> bool:
+        """Whether strict APIs accept ``value`` (``[A-Za-z0-9_-]+``)."""
+        return codec.is_strict_safe(self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One SSE event of a body."""
+
+    number: int  # 1-based, counting non-empty events only
+    text: str  # its lines (decoded as UTF-8), without the blank line that ends it
+    name: str | None  # its ``event:`` field
+    data: str | None  # its ``data:`` fields joined with newlines; None without any
+    complete: bool  # False for a tail the stream ended inside
+
+
+def body_kind(data: bytes, content_type: str | None = None) -> Kind | None:
+    """Whether ``data`` is a JSON document or an event stream (by content type, then bytes)."""
+    if (content_type or "").lower().startswith("text/event-stream"):
+        return "sse"
+    head = data[: 64 + len(_BOM)].removeprefix(_BOM).lstrip()
+    if head[:1] in (b"{", b"["):
+        return "json"
+    if head and _SSE_START.match(head):
+        return "sse"
+    return None
+
+
+def split_events(data: bytes) -> list[Event]:
+    """The events of an event-stream body, in order (WHATWG framing, see ``toolid.sse``)."""
+    framer = EventFramer()
+    chunks = [(chunk, True) for chunk in framer.feed(data.removeprefix(_BOM))]
+    tail = framer.take_tail()
+    if tail.strip():
+        chunks.append((tail, False))
+    events: list[Event] = []
+    for chunk, complete in chunks:
+        lines = _LINE_BREAK.split(chunk.decode("utf-8", "replace"))
+        while lines and not lines[-1]:
+            lines.pop()
+        if not lines:
+            continue
+        name: str | None = None
+        data_fields: list[str] = []
+        for line in lines:
+            field, colon, value = line.partition(":")
+            if not colon and not field:
+                continue
+            value = value.removeprefix(" ")
+            if field == "data":
+                data_fields.append(value)
+            elif field == "event":
+                name = value
+        events.append(
+            Event(
+                number=len(events) + 1,
+                text="\n".join(lines),
+                name=name,
+                data="\n".join(data_fields) if data_fields else None,
+                complete=complete,
+            )
+        )
+    return events
+
+
+def sightings(
+    data: bytes,
+    side: Side | None,
+    api: Api | None = None,
+    *,
+    kind: Kind | None = None,
+    deep: bool = False,
+) -> list[Sighting]:
+    """Every tool-call id in ``data`` (empty when it is neither JSON nor an event stream).
+
+    ``side`` picks the table's document kind (an event stream is read event by event);
+    ``api`` defaults to a guess from each document's shape. Where no API is known and
+    ``deep`` is set (or ``side`` is None), the whole document is searched (``deep_ids``).
+    """
+    kind = kind or body_kind(data)
+    if kind == "json":
+        ok, document = _load(data)
+        if not ok:
+            return []
+        doc = Doc.REQUEST if side == "request" else Doc.RESPONSE
+        return _document_ids(document, doc if side else None, api, deep)
+    if kind == "sse":
+        found: list[Sighting] = []
+        for event in split_events(data):
+            if event.data is None:
+                continue
+            ok, document = _load(event.data)
+            if not ok:
+                continue
+            api = api or api_from_shape(document, Doc.EVENT)
+            found.extend(
+                replace(sighting, event=event.number, event_name=event.name)
+                for sighting in _document_ids(document, Doc.EVENT, api, deep or side is None)
+            )
+        return found
+    return []
+
+
+def _document_ids(document: Any, doc: Doc | None, api: Api | None, deep: bool) -> list[Sighting]:
+    if doc is not None:
+        api = api or api_from_shape(document, doc)
+        if api is not None:
+            return [Sighting(f.value, f.path, api) for f in find_ids(document, api, doc)]
+    return deep_ids(document) if deep or doc is None else []
+
+
+# Each object is tried as one element of each API, wrapped so the table's own positions
+# apply: (wrapping member, API, kind of document).
+_ELEMENTS: Final[tuple[tuple[str, Api, Doc], ...]] = (
+    ("messages", Api.CHAT, Doc.REQUEST),  # a chat message or a streamed delta
+    ("input", Api.RESPONSES, Doc.REQUEST),  # a Responses item
+    ("content", Api.MESSAGES, Doc.RESPONSE),  # an Anthropic content block
+)
+_CHAT_MEMBERS: Final = frozenset({"tool_calls", "tool_call_id"})
+_BLOCK_MEMBERS: Final = frozenset({"type", "tool_use_id", "caller"})
+
+
+def deep_ids(document: Any) -> list[Sighting]:
+    """Every id of any API anywhere in ``document``, in document order, once per path."""
+    found: dict[str, Sighting] = {}
+    stack: list[tuple[Any, str]] = [(document, "")]
+    while stack:
+        node, path = stack.pop()
+        children: list[tuple[Any, str]]
+        if isinstance(node, dict):
+            _element_ids(node, path, found)
+            children = [
+                (value, f"{path}.{key}" if path else str(key))
+                for key, value in node.items()
+                if isinstance(value, dict | list)
+            ]
+        elif isinstance(node, list):
+            children = [
+                (value, f"{path}[{index}]")
+                for index, value in enumerate(node)
+                if isinstance(value, dict | list)
+            ]
+        else:
+            continue
+        stack.extend(reversed(children))
+    return list(found.values())
+
+
+def _element_ids(node: dict[str, Any], path: str, found: dict[str, Sighting]) -> None:
+    kind = node.get("type")
+    for member, api, doc in _ELEMENTS:
+        if api is Api.CHAT and not _CHAT_MEMBERS.intersection(node):
+            continue
+        if api is Api.RESPONSES and not isinstance(kind, str):
+            continue
+        if api is Api.MESSAGES and not _BLOCK_MEMBERS.intersection(node):
+            continue
+        for hit in find_ids({member: [node]}, api, doc):
+            relative = hit.path[len(member) + 3 :]  # drop "member[0]"
+            where = f"{path}{relative}" if path else relative.removeprefix(".")
+            found.setdefault(where, Sighting(hit.value, where, api))
+    if isinstance(kind, str) and kind.startswith("response."):
+        for hit in find_ids(node, Api.RESPONSES, Doc.EVENT):
+            where = f"{path}.{hit.path}" if path else hit.path
+            found.setdefault(where, Sighting(hit.value, where, Api.RESPONSES))
+
+
+def _load(text: str | bytes) -> tuple[bool, Any]:
+    try:
+        return True, json.loads(text)
+    except (ValueError, RecursionError):
+        return False, None
+
+
+# --- annotated text --------------------------------------------------------------------------
+
+
+def note(value: str, profile: codec.Profile = "safe") -> str:
+    """The annotation for one id: its counterpart, and a warning when it does not conform."""
+    raw = codec.decode(value)
+    if raw != value:
+        return f"⟵ raw {show(raw)}"
+    client = codec.encode(value, profile)
+    if not codec.is_strict_safe(value):
+        return f"⚠ not {STRICT_RULE} ⟶ client {show(client)}"
+    if client != value:
+        return f"⟶ client {show(client)} (profile {profile})"
+    return "tool-call id, conforms"
+
+
+def annotate(
+    data: bytes,
+    side: Side,
+    api: Api | None = None,
+    *,
+    kind: Kind | None = None,
+    profile: codec.Profile = "safe",
+) -> str:
+    """``data`` pretty-printed with its tool-call ids annotated (see module docstring).
+
+    Raises ValueError when ``data`` is neither a JSON document nor an event stream.
+    """
+    kind = kind or body_kind(data)
+    if kind is None:
+        raise ValueError("neither a JSON document nor an event stream")
+    try:
+        if kind == "json":
+            return _annotate_json(data, side, api, profile)
+        return _annotate_stream(data, api, profile)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to show") from None
+
+
+def _annotate_json(data: bytes, side: Side, api: Api | None, profile: codec.Profile) -> str:
+    document = json.loads(data)
+    doc = Doc.REQUEST if side == "request" else Doc.RESPONSE
+    api = api or api_from_shape(document, doc)
+    found = list(find_ids(document, api, doc)) if api else []
+    lines = [_header(api, side, found)]
+    _pretty(document, _notes(found, profile), 0, lines, "")
+    return "\n".join(lines)
+
+
+def _annotate_stream(data: bytes, api: Api | None, profile: codec.Profile) -> str:
+    events = split_events(data)
+    body: list[str] = []
+    every: list[Found] = []
+    for event in events:
+        title = f"# event {event.number}" + (f": {event.name}" if event.name is not None else "")
+        if not event.complete:
+            title += " (incomplete: the stream ended inside it)"
+        body.append(title)
+        ok, document = _load(event.data) if event.data is not None else (False, None)
+        if not ok:
+            body.extend(event.text.split("\n"))
+            continue
+        api = api or api_from_shape(document, Doc.EVENT)
+        found = list(find_ids(document, api, Doc.EVENT)) if api else []
+        every.extend(found)
+        _pretty(document, _notes(found, profile), 0, body, "")
+    count = f"{len(events)} event{'s' if len(events) != 1 else ''}"
+    return "\n".join([_header(api, "event stream", every, count), *body])
+
+
+def _header(api: Api | None, what: str, found: list[Found], *extra: str) -> str:
+    name = API_NAMES[api] if api else "API not recognised"
+    bad = sum(not codec.is_strict_safe(f.value) for f in found)
+    encoded = sum(codec.decode(f.value) != f.value for f in found)
+    parts = [f"{name} {what}", *extra]
+    if found:
+        parts.append(f"{len(found)} tool-call id{'s' if len(found) != 1 else ''}")
+        if encoded:
+            parts.append(f"{encoded} encoded")
+        if bad:
+            parts.append(f"⚠ {bad} not {STRICT_RULE}")
+    else:
+        parts.append("no tool-call ids")
+    return "# toolid: " + " · ".join(parts)
+
+
+def _notes(found: Iterable[Found], profile: codec.Profile) -> dict[tuple[int, str], str]:
+    return {(id(f.holder), f.key): note(f.value, profile) for f in found}
+
+
+def _pretty(
+    node: Any, notes: dict[tuple[int, str], str], depth: int, out: list[str], lead: str
+) -> None:
+    """Append ``node`` as JSON indented by 2 (like ``json.dumps(indent=2)``) to ``out``.
+
+    ``lead`` goes before the first line (the member's key); members with a note get it as
+    a trailing comment.
+    """
+    pad = "  " * depth
+    if isinstance(node, dict) and node:
+        out.append(f"{pad}{lead}{{")
+        last = len(node) - 1
+        for index, (key, value) in enumerate(node.items()):
+            _pretty(value, notes, depth + 1, out, f"{_scalar(str(key))}: ")
+            if index < last:
+                out[-1] += ","
+            if isinstance(value, str) and (comment := notes.get((id(node), key))):
+                out[-1] += f"  # {comment}"
+        out.append(f"{pad}}}")
+    elif isinstance(node, list) and node:
+        out.append(f"{pad}{lead}[")
+        last = len(node) - 1
+        for index, value in enumerate(node):
+            _pretty(value, notes, depth + 1, out, "")
+            if index < last:
+                out[-1] += ","
+        out.append(f"{pad}]")
+    else:
+        out.append(f"{pad}{lead}{_scalar(node)}")
+
+
+def _scalar(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    if isinstance(value, str):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: spell them as \u escapes
+            return json.dumps(value)
+    return text

@@ -1,0 +1,356 @@
+"""``toolid inspect``: every tool-call id in a capture, with where it is and whether it conforms.
+
+Reads one JSON body, an SSE capture, a JSONL transcript (one JSON value per line), a HAR
+file or a mitmproxy flow file (read with mitmproxy, imported only for that format), and
+returns ``Row``s: where (line, event, HAR entry or flow, plus the JSON path), the id as
+seen, its raw form, and whether each profile's clients accept it. Bodies and events of a
+known API are searched at the table's positions; anything else (transcript lines, saved
+conversations) with ``annotate.deep_ids``.
+
+Nothing here prints: ``run`` takes the streams, so the CLI stays a thin wrapper.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, Final, Literal, TextIO, get_args
+from urllib.parse import urlsplit
+
+from toolid import annotate
+from toolid.annotate import Side, Sighting
+from toolid.apis import api_from_path
+from toolid.positions import Api
+
+Format = Literal["json", "jsonl", "sse", "har", "flows"]
+FORMATS: Final[tuple[Format, ...]] = get_args(Format)
+
+EXIT_OK: Final = 0
+EXIT_NON_CONFORMING: Final = 1
+EXIT_UNREADABLE: Final = 2
+
+_BOM: Final = b"\xef\xbb\xbf"
+_TNETSTRING: Final = re.compile(rb"[0-9]+:")
+
+
+class InspectError(Exception):
+    """The input cannot be read as asked; the message is one line for the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One tool-call id found in the input."""
+
+    where: str  # "line 3", "entry 2 POST /v1/messages request", "flow 1 ... event 4 (...)"
+    sighting: Sighting
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def detect(data: bytes) -> Format:
+    """The format of ``data``, from its first bytes (and a JSON parse where needed)."""
+    body = data.removeprefix(_BOM)
+    stripped = body.lstrip()
+    if not stripped:
+        raise InspectError("the input is empty")
+    if _TNETSTRING.match(body):
+        return "flows"
+    if stripped[:1] in (b"{", b"["):
+        try:
+            document = json.loads(body)
+        except RecursionError:
+            raise InspectError("JSON nested too deeply") from None
+        except ValueError as exc:
+            first = stripped.split(b"\n", 1)[0]
+            if b"\n" in stripped.strip() and _parses(first):
+                return "jsonl"
+            raise InspectError(f"not valid JSON ({_first_line(exc)})") from None
+        return "har" if _is_har(document) else "json"
+    if annotate.body_kind(stripped) == "sse":
+        return "sse"
+    raise InspectError(
+        "cannot tell the format (not JSON, JSONL, an event stream, HAR or a mitmproxy "
+        "flow file); name it with --format"
+    )
+
+
+def scan(data: bytes, fmt: Format) -> list[Row]:
+    """Every tool-call id in ``data`` read as ``fmt``; raises InspectError when it cannot be."""
+    readers = {
+        "json": _scan_json,
+        "jsonl": _scan_jsonl,
+        "sse": _scan_sse,
+        "har": _scan_har,
+        "flows": _scan_flows,
+    }
+    return list(readers[fmt](data))
+
+
+def _scan_json(data: bytes) -> Iterator[Row]:
+    document = _parse(data.removeprefix(_BOM), "not valid JSON")
+    for sighting in annotate.deep_ids(document):
+        yield Row("body", sighting)
+
+
+def _scan_jsonl(data: bytes) -> Iterator[Row]:
+    for number, line in enumerate(data.removeprefix(_BOM).splitlines(), 1):
+        if not line.strip():
+            continue
+        document = _parse(line, f"line {number}: not valid JSON")
+        for sighting in annotate.deep_ids(document):
+            yield Row(f"line {number}", sighting)
+
+
+def _scan_sse(data: bytes) -> Iterator[Row]:
+    if not any(
+        event.data is not None or event.name is not None for event in annotate.split_events(data)
+    ):
+        raise InspectError("no server-sent events (data: or event: lines) in the input")
+    for sighting in annotate.sightings(data, None, kind="sse"):
+        yield Row(_event_label(sighting), sighting)
+
+
+def _scan_har(data: bytes) -> Iterator[Row]:
+    document = _parse(data.removeprefix(_BOM), "not valid JSON")
+    if not _is_har(document):
+        raise InspectError("not a HAR file (no log.entries list)")
+    for number, entry in enumerate(document["log"]["entries"], 1):
+        if not isinstance(entry, dict):
+            raise InspectError(f"entry {number} is not an object")
+        request = _member(entry, "request", dict, number) or {}
+        response = _member(entry, "response", dict, number) or {}
+        method = _member(request, "method", str, number) or "?"
+        url = _member(request, "url", str, number) or ""
+        path = urlsplit(url).path or "/"
+        label = f"entry {number} {method} {path}"
+        api = api_from_path(path)
+        post = _member(request, "postData", dict, number) or {}
+        text = _member(post, "text", str, number)
+        if text:
+            content_type = _member(post, "mimeType", str, number)
+            yield from _body_rows(_utf8(text), "request", api, content_type, label)
+        content = _member(response, "content", dict, number) or {}
+        text = _member(content, "text", str, number)
+        if text:
+            body = _utf8(text)
+            if content.get("encoding") == "base64":
+                try:
+                    body = base64.b64decode(text, validate=True)
+                except (binascii.Error, ValueError):
+                    raise InspectError(
+                        f"entry {number}: response content.text is not valid base64"
+                    ) from None
+            content_type = _member(content, "mimeType", str, number)
+            yield from _body_rows(body, "response", api, content_type, label)
+
+
+def _scan_flows(data: bytes) -> Iterator[Row]:
+    from mitmproxy import exceptions, http  # noqa: PLC0415 - only this format needs mitmproxy
+    from mitmproxy.io import FlowReader  # noqa: PLC0415
+
+    try:
+        flows = list(FlowReader(io.BytesIO(data)).stream())
+    except exceptions.FlowReadException as exc:
+        raise InspectError(f"not a readable mitmproxy flow file ({_first_line(exc)})") from None
+    except Exception as exc:  # migrating or rebuilding an odd flow can raise anything
+        raise InspectError(f"not a readable mitmproxy flow file ({exc!r})") from None
+    for number, flow in enumerate(flows, 1):
+        if not isinstance(flow, http.HTTPFlow):
+            continue
+        request = flow.request
+        path = request.path.split("?", 1)[0]
+        label = f"flow {number} {request.method} {path}"
+        record = flow.metadata.get("toolid")
+        record = record if isinstance(record, dict) else {}
+        api = _recorded_api(record) or api_from_path(request.path)
+        messages: list[tuple[Side, http.Message | None]] = [
+            ("request", request),
+            ("response", flow.response),
+        ]
+        for side, message in messages:
+            content = message.get_content(strict=False) if message is not None else None
+            if message is not None and content:
+                content_type = message.headers.get("content-type")
+                yield from _body_rows(content, side, api, content_type, label)
+            elif api is not None:  # a streamed body is not stored: fall back on toolid's notes
+                yield from _recorded_rows(record, side, api, label)
+
+
+def _body_rows(
+    body: bytes, side: Side, api: Api | None, content_type: str | None, label: str
+) -> Iterator[Row]:
+    kind = annotate.body_kind(body, content_type)
+    for sighting in annotate.sightings(body, side, api, kind=kind, deep=True):
+        event = _event_label(sighting)
+        yield Row(f"{label} {side}" + (f" {event}" if event else ""), sighting)
+
+
+def _recorded_rows(record: Mapping[str, Any], side: Side, api: Api, label: str) -> Iterator[Row]:
+    changes = record.get(side)
+    if not isinstance(changes, list):
+        return
+    observe = bool(record.get("observe"))
+    for change in changes:
+        if not isinstance(change, dict):
+            continue
+        raw, client, path = change.get("raw"), change.get("client"), change.get("path")
+        if not (isinstance(raw, str) and isinstance(client, str) and isinstance(path, str)):
+            continue
+        # What went over the wire to the client (responses) or to the upstream (requests).
+        if side == "response":
+            seen = raw if observe else client
+        else:
+            seen = client if observe or change.get("action") == "kept" else raw
+        yield Row(f"{label} {side} (toolid record; body not stored)", Sighting(seen, path, api))
+
+
+def _recorded_api(record: Mapping[str, Any]) -> Api | None:
+    try:
+        return Api(record["api"])
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def _event_label(sighting: Sighting) -> str:
+    if sighting.event is None:
+        return ""
+    name = f" ({sighting.event_name})" if sighting.event_name is not None else ""
+    return f"event {sighting.event}{name}"
+
+
+def _is_har(document: Any) -> bool:
+    log = document.get("log") if isinstance(document, dict) else None
+    return isinstance(log, dict) and isinstance(log.get("entries"), list)
+
+
+def _member(node: Mapping[str, Any], key: str, kind: type[Any], entry: int) -> Any:
+    value = node.get(key)
+    if value is not None and not isinstance(value, kind):
+        raise InspectError(f"entry {entry}: {key} is not {_KIND_NAMES[kind]}")
+    return value
+
+
+_KIND_NAMES: Final[dict[type[Any], str]] = {dict: "an object", str: "a string"}
+
+
+def _parse(data: bytes, problem: str) -> Any:
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise InspectError(f"{problem} (nested too deeply)") from None
+    except ValueError as exc:
+        raise InspectError(f"{problem} ({_first_line(exc)})") from None
+
+
+def _parses(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+# --- reporting -------------------------------------------------------------------------------
+
+_HEADINGS: Final = ("WHERE", "PATH", "API", "ID", "RAW", "SAFE", "CALL")
+
+
+def table(rows: list[Row]) -> list[str]:
+    """The rows as aligned text columns, headings first."""
+    cells = [
+        (
+            row.where,
+            row.sighting.path,
+            row.sighting.api.value,
+            annotate.show(row.sighting.value),
+            annotate.show(row.sighting.raw),
+            _yes(annotate.conforms(row.sighting.value, "safe")),
+            _yes(annotate.conforms(row.sighting.value, "call")),
+        )
+        for row in rows
+    ]
+    widths = [max(len(cell) for cell in column) for column in zip(_HEADINGS, *cells, strict=False)]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in (_HEADINGS, *cells)
+    ]
+
+
+def summary(rows: list[Row]) -> str:
+    """One line: how many ids, how many a strict API would reject."""
+    if not rows:
+        return "no tool-call ids found"
+    distinct = len({row.sighting.raw for row in rows})
+    bad = [row for row in rows if not row.sighting.strict_ok]
+    line = (
+        f"{len(rows)} tool-call id position{'s' if len(rows) != 1 else ''}, "
+        f"{distinct} distinct id{'s' if distinct != 1 else ''}"
+    )
+    if bad:
+        line += (
+            f"; {len(bad)} not {annotate.STRICT_RULE}: strict APIs (Anthropic, OpenAI "
+            "Responses, Bedrock) would reject them"
+        )
+    else:
+        line += f"; all match {annotate.STRICT_RULE}"
+    return line
+
+
+def exit_code(rows: list[Row]) -> int:
+    """1 when some id would be rejected by a strict API, else 0."""
+    return EXIT_NON_CONFORMING if any(not row.sighting.strict_ok for row in rows) else EXIT_OK
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+# --- the command -----------------------------------------------------------------------------
+
+
+def read_source(source: str, stdin: BinaryIO) -> bytes:
+    """The bytes of ``source`` (a path, or ``-`` for ``stdin``)."""
+    if source == "-":
+        return stdin.read()
+    try:
+        return Path(source).read_bytes()
+    except OSError as exc:
+        raise InspectError(f"cannot read it ({exc.strerror or exc})") from None
+
+
+def run(source: str, fmt: Format | None, *, stdin: BinaryIO, stdout: TextIO, stderr: TextIO) -> int:
+    """Inspect ``source``, print the table and a summary; return the exit status."""
+    name = "stdin" if source == "-" else source
+    try:
+        data = read_source(source, stdin)
+        fmt = fmt or detect(data)
+        rows = scan(data, fmt)
+    except InspectError as exc:
+        stderr.write(f"toolid inspect: {name}: {_one_line(str(exc))}\n")
+        return EXIT_UNREADABLE
+    encoding = getattr(stdout, "encoding", None) or "utf-8"
+    lines = [*(table(rows) if rows else []), summary(rows)]
+    for line in lines:
+        stdout.write(line.encode(encoding, "backslashreplace").decode(encoding) + "\n")
+    stdout.flush()
+    return exit_code(rows)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()) or "unreadable input"
