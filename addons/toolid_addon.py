@@ -54,6 +54,7 @@ class ToolId:
         self.hosts: tuple[scope.HostPattern, ...] = scope.parse(["*"])
         self.strict_hosts: tuple[scope.HostPattern, ...] = scope.parse(scope.DEFAULT_STRICT_HOSTS)
         self.view = ToolIdView()
+        self._allow_hosts_set: list[str] = []  # the allow_hosts value toolid put in place
 
     def load(self, loader: Any) -> None:
         contentviews.add(self.view)  # keyed by name: a reloaded script replaces it
@@ -96,6 +97,7 @@ class ToolId:
     def configure(self, updated: set[str]) -> None:
         if "toolid_hosts" in updated:
             self.hosts = _parse_hosts("toolid_hosts", ctx.options.toolid_hosts)
+            self._tunnel_other_hosts()
         if "toolid_strict_hosts" in updated:
             self.strict_hosts = _parse_hosts("toolid_strict_hosts", ctx.options.toolid_strict_hosts)
         for option, allowed in (("toolid_profile", PROFILES), ("toolid_mode", MODES)):
@@ -112,6 +114,18 @@ class ToolId:
 
     def done(self) -> None:
         _unregister(self.view)
+
+    def _tunnel_other_hosts(self) -> None:
+        """Leave TLS to hosts outside toolid_hosts uninterrupted (mitmproxy allow_hosts), so
+        certificate pinning elsewhere keeps working. A user's own allow_hosts or ignore_hosts
+        wins; toolid only ever replaces the value it set itself."""
+        current = list(ctx.options.allow_hosts)
+        if current != self._allow_hosts_set or ctx.options.ignore_hosts:
+            return  # the user's own choice
+        wanted = scope.allow_hosts(self.hosts) or []
+        if wanted != current:
+            self._allow_hosts_set = wanted
+            ctx.options.update(allow_hosts=wanted)
 
     # --- commands ----------------------------------------------------------------------------
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import re
 from collections.abc import Callable, Iterable, Iterator
 
 import pytest
 from mitmproxy import exceptions
+from mitmproxy.addons import next_layer
 from mitmproxy.test import taddons, tflow
 
 from addons.toolid_addon import MARK_CHANGED, MARK_PROBLEM, ToolId
@@ -488,3 +490,32 @@ def test_stream_large_bodies_is_reported(addon, caplog):
     with caplog.at_level(logging.WARNING):
         toolid.response(flow)
     assert "streamed by another option" in caplog.text
+
+
+# --- TLS interception limited to toolid_hosts --------------------------------------------------
+
+
+def test_narrow_hosts_tunnel_everything_else(addon):
+    toolid, tctx = addon
+    tctx.master.addons.add(next_layer.NextLayer())  # validates allow_hosts like mitmdump does
+    tctx.configure(toolid, toolid_hosts=["api.moonshot.ai", "localhost:8000"])
+    allowed = tctx.options.allow_hosts
+    assert allowed == ["^(?:api\\.moonshot\\.ai):[0-9]+$", "^(?:localhost):8000$"]
+
+    def intercepted(address: str) -> bool:
+        return any(re.search(rex, address, re.IGNORECASE) for rex in allowed)
+
+    assert intercepted("api.moonshot.ai:443") and intercepted("localhost:8000")
+    assert not intercepted("github.com:443") and not intercepted("api.moonshot.ai.evil:443")
+    tctx.configure(toolid, toolid_hosts=["*"])
+    assert tctx.options.allow_hosts == []
+
+
+def test_users_own_allow_or_ignore_hosts_win(addon):
+    toolid, tctx = addon
+    tctx.options.update(allow_hosts=["^mine:443$"])
+    tctx.configure(toolid, toolid_hosts=["api.moonshot.ai"])
+    assert tctx.options.allow_hosts == ["^mine:443$"]
+    tctx.options.update(allow_hosts=[], ignore_hosts=["^other:443$"])
+    tctx.configure(toolid, toolid_hosts=["kimi.example"])
+    assert tctx.options.allow_hosts == []
