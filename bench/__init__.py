@@ -1,0 +1,13 @@
+"""toolid benchmark harness (issue #5): proxy overhead, library cost, memory.
+
+Run it with ``scripts/bench`` (or ``python -m bench``); ``--help`` lists the options.
+
+- ``workloads``: the request/response bodies and SSE streams (deterministic, stdlib only).
+- ``upstream``: a fast asyncio HTTP/1.1 server that serves the canned responses.
+- ``client``: an asyncio raw-socket load client (keep-alive, Content-Length and chunked).
+- ``proxy``: starts ``mitmdump`` (with and without the addon) and reads its memory.
+- ``library``: times ``toolid.body`` / ``toolid.stream`` against ``json.loads`` / ``bytes.find``.
+- ``run``: the command line, the table and the JSON report.
+
+Nothing here asserts anything about speed; PASS/MISS next to a target is information.
+"""

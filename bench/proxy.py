@@ -1,0 +1,169 @@
+"""Start the processes under test: the upstream and ``mitmdump`` (plain, or with the addon).
+
+Each ``mitmdump`` listens on a free 127.0.0.1 port (``--listen-port 0``; the port is read from
+its log), has its own ``confdir`` and proxies in reverse mode to the local upstream.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ADDON = REPO_ROOT / "addons" / "toolid_addon.py"
+STARTUP_TIMEOUT = 30.0
+_LISTENING = re.compile(r"listening at 127\.0\.0\.1:(\d+)")
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def mitmdump_executable() -> str:
+    beside = Path(sys.executable).with_name("mitmdump")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("mitmdump")
+    if found is None:
+        raise RuntimeError("mitmdump not found beside the Python interpreter or on PATH")
+    return found
+
+
+class Upstream:
+    """``python -m bench.upstream`` as a subprocess."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.upstream"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=_env(),
+            cwd=REPO_ROOT,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().decode().split()
+        if len(line) != 2 or line[0] != "READY":
+            self.stop()
+            raise RuntimeError(f"the upstream did not start (said {line!r})")
+        self.port = int(line[1])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+class Mitmdump:
+    """One ``mitmdump`` subprocess in reverse mode to ``upstream_port``."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        upstream_port: int,
+        *,
+        addon: bool,
+        options: dict[str, str] | None = None,
+    ) -> None:
+        self.addon = addon
+        self.confdir = workdir / "confdir"
+        self.confdir.mkdir(parents=True, exist_ok=True)
+        self.log_path = workdir / "mitmdump.log"
+        cmd = [mitmdump_executable()]
+        if addon:
+            cmd += ["-s", str(ADDON)]
+        cmd += [
+            "--mode",
+            f"reverse:http://127.0.0.1:{upstream_port}",
+            "--listen-host",
+            "127.0.0.1",
+            "--listen-port",
+            "0",
+            "--set",
+            f"confdir={self.confdir}",
+            "--set",
+            "flow_detail=0",  # no per-flow line on stdout: measure the proxy, not the tty
+        ]
+        for name, value in (options or {}).items():
+            cmd += ["--set", f"{name}={value}"]
+        self.command = cmd
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=_env(),
+                cwd=REPO_ROOT,
+            )
+        self.port = self._wait_port()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _wait_port(self) -> int:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while time.monotonic() < deadline:
+            match = _LISTENING.search(self.log_text())
+            if match:
+                return int(match.group(1))
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"mitmdump did not start: {' '.join(self.command)}\n{self.log_text()}")
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_bytes().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    # --- memory (Linux /proc) --------------------------------------------------------------
+
+    def status_kib(self, field: str) -> int:
+        """A ``/proc/<pid>/status`` field in KiB (VmRSS, VmHWM); 0 where unavailable."""
+        try:
+            text = Path(f"/proc/{self.pid}/status").read_text()
+        except OSError:
+            return 0
+        match = re.search(rf"^{field}:\s+(\d+) kB", text, re.MULTILINE)
+        return int(match.group(1)) if match else 0
+
+    def reset_peak(self) -> bool:
+        """Reset VmHWM to the current RSS (``/proc/<pid>/clear_refs`` 5); False if not allowed."""
+        try:
+            Path(f"/proc/{self.pid}/clear_refs").write_text("5")
+        except OSError:
+            return False
+        return True
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the process so far."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        ticks = os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) + int(fields[12])) / ticks

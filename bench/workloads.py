@@ -1,0 +1,561 @@
+"""The bodies and streams the benchmark sends and serves (deterministic, standard library only).
+
+Ids look like Kimi's: the upstream sends ``functions.get_weather:0`` (not ``[A-Za-z0-9_-]+``,
+so toolid encodes it) and the agent sends back ``tid1_functions-2Eget_weather-3A0`` (which
+toolid restores). "Conforming" variants use ``call_...`` ids that toolid leaves alone: the
+pass-through path.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Shape = Literal["chat", "responses", "messages"]
+SHAPES: tuple[Shape, ...] = ("chat", "responses", "messages")
+
+#: The path each API shape is called on (the addon recognises the API from it).
+PATHS: dict[Shape, str] = {
+    "chat": "/v1/chat/completions",
+    "responses": "/v1/responses",
+    "messages": "/v1/messages",
+}
+
+MODEL = "kimi-k2-0905"
+TOOLS = ("get_weather", "get_time", "search_web", "read_file")
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def raw_id(k: int) -> str:
+    """The k-th Kimi-style id of a conversation, as the upstream sends it."""
+    return f"functions.{TOOLS[k % len(TOOLS)]}:{k}"
+
+
+def client_id(k: int) -> str:
+    """``raw_id(k)`` as toolid hands it to the agent (wire format v1, profile safe)."""
+    name = TOOLS[k % len(TOOLS)]
+    return f"tid1_functions-2E{name}-3A{k}"
+
+
+def conforming_id(k: int) -> str:
+    """An id toolid passes through unchanged."""
+    return f"call_{k:08d}{(k * 2654435761) % 2**64:016x}"
+
+
+def _tool_output(k: int) -> str:
+    """About 1.8 KiB of tool output: JSON text, so it is full of escaped quotes once embedded."""
+    hours = [
+        {
+            "hour": h,
+            "temp_c": 11 + (h * 7 + k) % 9,
+            "wind_kmh": (h * 3 + k) % 25,
+            "summary": 'partly cloudy with light winds, "feels like" slightly colder',
+        }
+        for h in range(14)
+    ]
+    return json.dumps({"city": "Paris", "day": k, "forecast": hours})
+
+
+def _arguments(k: int) -> str:
+    return json.dumps({"city": "Paris", "unit": "celsius", "day": k})
+
+
+# --- requests: a conversation with prior tool calls (the agent's follow-up request) -----------
+
+
+def history_request(shape: Shape, calls: int, *, ids: Literal["client", "conforming"]) -> bytes:
+    """A follow-up request carrying ``calls`` prior tool calls and their results (~2 KiB each).
+
+    ``ids="client"``: ``tid1_`` ids that toolid restores; ``"conforming"``: nothing to change.
+    """
+    make_id = client_id if ids == "client" else conforming_id
+    system = "You are a helpful assistant. Use the tools when they help."
+    user = "What is the weather in Paris for each of the next days? Check them one by one."
+    if shape == "chat":
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": user},
+        ]
+        for k in range(calls):
+            call_id = make_id(k)
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": TOOLS[k % len(TOOLS)], "arguments": _arguments(k)},
+                        }
+                    ],
+                }
+            )
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": _tool_output(k)})
+        return _dumps({"model": MODEL, "messages": messages, "tools": _chat_tools()})
+    if shape == "responses":
+        items: list[dict[str, Any]] = [{"role": "user", "content": user}]
+        for k in range(calls):
+            call_id = make_id(k)
+            items.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_{k:08d}",
+                    "call_id": call_id,
+                    "name": TOOLS[k % len(TOOLS)],
+                    "arguments": _arguments(k),
+                }
+            )
+            items.append(
+                {"type": "function_call_output", "call_id": call_id, "output": _tool_output(k)}
+            )
+        return _dumps({"model": MODEL, "instructions": system, "input": items})
+    turns: list[dict[str, Any]] = [{"role": "user", "content": user}]
+    for k in range(calls):
+        call_id = make_id(k)
+        turns.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Let me check."},
+                    {
+                        "type": "tool_use",
+                        "id": call_id,
+                        "name": TOOLS[k % len(TOOLS)],
+                        "input": {"city": "Paris", "unit": "celsius", "day": k},
+                    },
+                ],
+            }
+        )
+        turns.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": call_id, "content": _tool_output(k)}
+                ],
+            }
+        )
+    return _dumps({"model": MODEL, "max_tokens": 1024, "system": system, "messages": turns})
+
+
+def calls_for_size(size: int) -> int:
+    """How many prior tool calls make a history request of about ``size`` bytes."""
+    per_call = (
+        len(history_request("chat", 20, ids="client"))
+        - len(history_request("chat", 0, ids="client"))
+    ) / 20
+    return max(1, round(size / per_call))
+
+
+def _chat_tools() -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": f"{name.replace('_', ' ')} for a place",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"],
+                },
+            },
+        }
+        for name in TOOLS
+    ]
+
+
+def first_request(shape: Shape, *, stream: bool = False) -> bytes:
+    """The small request an agent sends before it gets tool calls back."""
+    user = "What is the weather in Paris and what time is it there?"
+    if shape == "chat":
+        body: dict[str, Any] = {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": user}],
+            "tools": _chat_tools(),
+        }
+    elif shape == "responses":
+        body = {"model": MODEL, "input": [{"role": "user", "content": user}]}
+    else:
+        body = {"model": MODEL, "max_tokens": 1024, "messages": [{"role": "user", "content": user}]}
+    if stream:
+        body["stream"] = True
+    return _dumps(body)
+
+
+# --- buffered responses -----------------------------------------------------------------------
+
+
+def tool_response(
+    shape: Shape, *, ids: Literal["raw", "conforming"] = "raw", text_bytes: int = 0
+) -> bytes:
+    """A response with two tool calls (and ``text_bytes`` of assistant text before them)."""
+    make_id = raw_id if ids == "raw" else conforming_id
+    text = _text(text_bytes)
+    if shape == "chat":
+        return _dumps(
+            {
+                "id": "chatcmpl-bench",
+                "object": "chat.completion",
+                "created": 1767225600,
+                "model": MODEL,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "tool_calls",
+                        "message": {
+                            "role": "assistant",
+                            "content": text or None,
+                            "tool_calls": [
+                                {
+                                    "id": make_id(k),
+                                    "type": "function",
+                                    "function": {"name": TOOLS[k], "arguments": _arguments(k)},
+                                }
+                                for k in range(2)
+                            ],
+                        },
+                    }
+                ],
+                "usage": {"prompt_tokens": 812, "completion_tokens": 64, "total_tokens": 876},
+            }
+        )
+    if shape == "responses":
+        output: list[dict[str, Any]] = []
+        if text:
+            output.append(
+                {
+                    "type": "message",
+                    "id": "msg_bench",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            )
+        output += [
+            {
+                "type": "function_call",
+                "id": f"fc_{k:08d}",
+                "call_id": make_id(k),
+                "name": TOOLS[k],
+                "arguments": _arguments(k),
+                "status": "completed",
+            }
+            for k in range(2)
+        ]
+        return _dumps(
+            {
+                "id": "resp_bench",
+                "object": "response",
+                "created_at": 1767225600,
+                "status": "completed",
+                "model": MODEL,
+                "output": output,
+                "usage": {"input_tokens": 812, "output_tokens": 64, "total_tokens": 876},
+            }
+        )
+    content: list[dict[str, Any]] = [{"type": "text", "text": text or "Let me check."}]
+    content += [
+        {
+            "type": "tool_use",
+            "id": make_id(k),
+            "name": TOOLS[k],
+            "input": {"city": "Paris", "unit": "celsius", "day": k},
+        }
+        for k in range(2)
+    ]
+    return _dumps(
+        {
+            "id": "msg_bench",
+            "type": "message",
+            "role": "assistant",
+            "model": MODEL,
+            "content": content,
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 812, "output_tokens": 64},
+        }
+    )
+
+
+def text_response() -> bytes:
+    """A small text-only chat completion (the answer to a follow-up request)."""
+    return _dumps(
+        {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": 1767225600,
+            "model": MODEL,
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {
+                        "role": "assistant",
+                        "content": "It will be mild and partly cloudy all week.",
+                    },
+                }
+            ],
+            "usage": {"prompt_tokens": 812, "completion_tokens": 12, "total_tokens": 824},
+        }
+    )
+
+
+_WORDS = (
+    "the ",
+    "weather ",
+    "in ",
+    "Paris ",
+    "is ",
+    "mild, ",
+    "with ",
+    "light ",
+    "winds ",
+    "and ",
+    "a ",
+    '"chance" ',
+    "of ",
+    "rain\n",
+    "later. ",
+)
+
+
+def _text(size: int) -> str:
+    out: list[str] = []
+    n = 0
+    i = 0
+    while n < size:
+        word = _WORDS[i % len(_WORDS)]
+        out.append(word)
+        n += len(word)
+        i += 1
+    return "".join(out)
+
+
+# --- SSE streams ------------------------------------------------------------------------------
+
+
+def sse_events(
+    shape: Shape,
+    events: int,
+    *,
+    tool_every: int = 0,
+    text_bytes: int = 5,
+    ids: Literal["raw", "conforming"] = "raw",
+) -> list[bytes]:
+    """``events`` SSE events (each with its blank line) of one streamed response.
+
+    Every ``tool_every``-th event starts a tool call (0: text only). Text deltas carry about
+    ``text_bytes`` of text. The terminating event (``[DONE]`` / ``message_stop`` /
+    ``response.completed``) is counted in ``events``.
+    """
+    make_id = raw_id if ids == "raw" else conforming_id
+    out: list[bytes] = []
+    calls = 0
+    for i in range(events - 1):
+        text = _text(text_bytes) if text_bytes > 5 else _WORDS[i % len(_WORDS)]
+        tool = tool_every and i % tool_every == tool_every - 1
+        if tool:
+            out.append(_tool_event(shape, calls, make_id(calls), i))
+            calls += 1
+        else:
+            out.append(_text_event(shape, text, i))
+    out.append(_final_event(shape, events - 1))
+    return out
+
+
+def _sse(data: dict[str, Any], event: str | None = None) -> bytes:
+    head = f"event: {event}\n".encode() if event else b""
+    return head + b"data: " + _dumps(data) + b"\n\n"
+
+
+def _text_event(shape: Shape, text: str, i: int) -> bytes:
+    if shape == "chat":
+        return _sse(
+            {
+                "id": "chatcmpl-bench",
+                "object": "chat.completion.chunk",
+                "created": 1767225600,
+                "model": MODEL,
+                "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
+            }
+        )
+    if shape == "responses":
+        return _sse(
+            {
+                "type": "response.output_text.delta",
+                "item_id": "msg_bench",
+                "output_index": 0,
+                "content_index": 0,
+                "delta": text,
+                "sequence_number": i,
+            },
+            "response.output_text.delta",
+        )
+    return _sse(
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+        "content_block_delta",
+    )
+
+
+def _tool_event(shape: Shape, k: int, call_id: str, i: int) -> bytes:
+    name = TOOLS[k % len(TOOLS)]
+    if shape == "chat":
+        return _sse(
+            {
+                "id": "chatcmpl-bench",
+                "object": "chat.completion.chunk",
+                "created": 1767225600,
+                "model": MODEL,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {
+                            "tool_calls": [
+                                {
+                                    "index": k,
+                                    "id": call_id,
+                                    "type": "function",
+                                    "function": {"name": name, "arguments": ""},
+                                }
+                            ]
+                        },
+                        "finish_reason": None,
+                    }
+                ],
+            }
+        )
+    if shape == "responses":
+        return _sse(
+            {
+                "type": "response.output_item.added",
+                "output_index": k + 1,
+                "item": {
+                    "type": "function_call",
+                    "id": f"fc_{k:08d}",
+                    "call_id": call_id,
+                    "name": name,
+                    "arguments": "",
+                    "status": "in_progress",
+                },
+                "sequence_number": i,
+            },
+            "response.output_item.added",
+        )
+    return _sse(
+        {
+            "type": "content_block_start",
+            "index": k + 1,
+            "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
+        },
+        "content_block_start",
+    )
+
+
+def _final_event(shape: Shape, i: int) -> bytes:
+    if shape == "chat":
+        return b"data: [DONE]\n\n"
+    if shape == "responses":
+        return _sse(
+            {
+                "type": "response.completed",
+                "sequence_number": i,
+                "response": {
+                    "id": "resp_bench",
+                    "object": "response",
+                    "status": "completed",
+                    "model": MODEL,
+                },
+            },
+            "response.completed",
+        )
+    return _sse({"type": "message_stop"}, "message_stop")
+
+
+def event_data(event: bytes) -> bytes:
+    """The joined ``data:`` lines of one event (what a client would ``json.loads``)."""
+    lines = [
+        line[5:].removeprefix(b" ") for line in event.split(b"\n") if line.startswith(b"data:")
+    ]
+    return b"\n".join(lines)
+
+
+# --- what the upstream serves -----------------------------------------------------------------
+
+#: Events in the proxy stream workloads; tool calls in the "tools" one.
+STREAM_EVENTS = 2000
+STREAM_TOOL_EVERY = 20
+
+
+@dataclass(frozen=True)
+class Canned:
+    """One upstream response: a whole body (Content-Length) or SSE events (chunked)."""
+
+    content_type: str
+    body: bytes = b""
+    events: tuple[bytes, ...] = ()
+
+    @property
+    def streamed(self) -> bool:
+        return bool(self.events)
+
+
+@functools.cache
+def canned(name: str) -> Canned:
+    """The upstream's response for workload ``name`` (see ``bench.run.PROXY_WORKLOADS``)."""
+    kind, _, arg = name.partition(".")
+    if kind == "resp":
+        return Canned("application/json", body=tool_response(_shape(arg)))
+    if kind == "text":
+        return Canned("application/json", body=text_response())
+    if kind == "sse":
+        tool_every = STREAM_TOOL_EVERY if arg == "tools" else 0
+        return Canned(
+            "text/event-stream",
+            events=tuple(sse_events("chat", STREAM_EVENTS, tool_every=tool_every)),
+        )
+    raise KeyError(name)
+
+
+def _shape(name: str) -> Shape:
+    for shape in SHAPES:
+        if shape == name:
+            return shape
+    raise KeyError(name)
+
+
+#: A long stream for the memory measurement: ~1 KiB text deltas, a tool call every 20 events.
+MEMORY_BLOCK_EVENTS = 1000
+MEMORY_TOOL_EVERY = 20
+
+
+@functools.cache
+def memory_block() -> bytes:
+    """A block of SSE events (ids differ per block position only) repeated to any length."""
+    return b"".join(
+        sse_events("chat", MEMORY_BLOCK_EVENTS + 1, tool_every=MEMORY_TOOL_EVERY, text_bytes=1000)[
+            :-1
+        ]
+    )
+
+
+def memory_stream(total: int, piece: int = 64 * 1024) -> Iterator[bytes]:
+    """About ``total`` bytes of SSE (whole blocks, then ``[DONE]``) in ``piece``-sized parts."""
+    block = memory_block()
+    blocks = max(1, round(total / len(block)))
+    for _ in range(blocks):
+        for at in range(0, len(block), piece):
+            yield block[at : at + piece]
+    yield b"data: [DONE]\n\n"
+
+
+def memory_stream_size(total: int) -> int:
+    """The exact byte count ``memory_stream(total)`` produces."""
+    block = memory_block()
+    return max(1, round(total / len(block))) * len(block) + len(b"data: [DONE]\n\n")

@@ -1,0 +1,107 @@
+"""Smoke test of the benchmark harness: ``python -m bench --quick`` runs every case and
+reports sane numbers. Nothing here looks at speed (PASS/MISS is information, not a test)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.run import expected_case_ids
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for memory"),
+]
+
+
+def _positive(value: Any, what: str) -> None:
+    assert isinstance(value, int | float) and math.isfinite(value) and value > 0, (what, value)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("bench") / "quick.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--json", str(out)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    assert "PROXY" in done.stdout and "LIBRARY" in done.stdout and "MEMORY" in done.stdout
+    data: dict[str, Any] = json.loads(out.read_text())
+    return data
+
+
+def _cases(report: dict[str, Any], group: str) -> list[dict[str, Any]]:
+    return [case for case in report["cases"] if case["group"] == group]
+
+
+def test_every_case_is_reported_once(report: dict[str, Any]) -> None:
+    ids = [case["id"] for case in report["cases"]]
+    assert sorted(ids) == sorted(expected_case_ids())
+    assert report["meta"]["quick"] is True
+
+
+def test_proxy_cases(report: dict[str, Any]) -> None:
+    for case in _cases(report, "proxy"):
+        streamed = case["events"] > 0
+        names = {"direct", "plain", "addon"} | ({"plain_stream"} if streamed else set())
+        assert set(case["targets"]) == names, case["id"]
+        for name, metrics in case["targets"].items():
+            where = f"{case['id']} via {name}"
+            assert metrics["requests"] > 0, where
+            for key in ("rps", "p50_ms", "p99_ms", "latency_p50_ms", "latency_p99_ms"):
+                _positive(metrics[key]["median"], f"{where}: {key}")
+            if streamed:
+                _positive(metrics["events_per_s"]["median"], f"{where}: events/s")
+        for key in ("ratio_rps", "ratio_latency_p50", "client_headroom"):
+            _positive(case[key], f"{case['id']}: {key}")
+        if streamed:
+            _positive(case["ratio_rps_stream"], f"{case['id']}: ratio_rps_stream")
+        # The proxies delivered what they should (ids encoded/restored by the addon only).
+        assert case["check"] and all(v == "ok" for v in case["check"].values()), case["check"]
+
+
+def test_library_cases(report: dict[str, Any]) -> None:
+    for case in _cases(report, "library"):
+        for op, stats in case["ns"].items():
+            _positive(stats["median"], f"{case['id']}: {op}")
+        _positive(case["ratio_json_loads"], f"{case['id']}: ratio_json_loads")
+        if case["kind"] == "pass":
+            _positive(case["ratio_bytes_find"], f"{case['id']}: ratio_bytes_find")
+        if case["id"].startswith("lib.sse."):
+            assert case["json_parses"] >= 0
+            if case["kind"] == "rewrite":
+                assert case["changes"] > 0 and case["json_parses"] > 0, case["id"]
+
+
+def test_memory_case(report: dict[str, Any]) -> None:
+    (case,) = _cases(report, "memory")
+    assert case["complete"]
+    for size in ("small", "large"):
+        run = case[size]
+        for key in ("vm_hwm_kib", "peak_sampled_kib", "rss_before_kib", "mb_per_s"):
+            _positive(run[key], f"memory {size}: {key}")
+        assert run["received_bytes"] >= run["stream_bytes"]
+    assert case["large"]["stream_bytes"] > case["small"]["stream_bytes"]
+
+
+def test_every_target_is_judged(report: dict[str, Any]) -> None:
+    targets = report["targets"]
+    assert targets
+    for target in targets:
+        assert isinstance(target["pass"], bool)
+        assert math.isfinite(target["value"]) and math.isfinite(target["limit"])
+    judged = {target["case"] for target in targets}
+    assert "proxy.followup.500" in judged and "memory.sse" in judged
