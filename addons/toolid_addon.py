@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 MODES = ("rewrite", "observe")
 MARK_CHANGED = ":wrench:"
 MARK_PROBLEM = ":warning:"
+MAX_RECORDS = 1000  # change records kept per flow side: memory stays bounded on endless streams
 _STREAM_REQUESTED = re.compile(rb'"stream"\s*:\s*true')
 
 
@@ -218,6 +219,7 @@ class ToolId:
         if plan.api is not None:
             _record(flow)["api"] = plan.api.value
         self._note(flow, "request", plan.changes)
+        self._comment(flow)
         if new is not content:
             request.content = new
 
@@ -236,6 +238,7 @@ class ToolId:
         policy = Policy(Direction.ENCODE, ctx.options.toolid_profile)
         new, plan = self._apply(flow, content, _api_of(flow), Doc.RESPONSE, policy)
         self._note(flow, "response", plan.changes)
+        self._comment(flow)
         if new is not content:
             response.content = new
 
@@ -303,17 +306,28 @@ class ToolId:
         return scope.covers(self.strict_hosts, flow.request.host, flow.request.port)
 
     def _note(self, flow: http.HTTPFlow, side: str, changes: Sequence[Change]) -> None:
+        """Record changes in the flow's metadata (at most MAX_RECORDS per side) and mark it."""
         if not changes:
             return
         record = _record(flow)
-        record.setdefault(side, []).extend(report.as_record(change) for change in changes)
-        if any(change.action != "kept" for change in changes) and not flow.marked:
+        records = record.setdefault(side, [])
+        room = max(0, MAX_RECORDS - len(records))
+        records.extend(report.as_record(change) for change in changes[:room])
+        if len(changes) > room:
+            record[f"{side}_omitted"] = record.get(f"{side}_omitted", 0) + len(changes) - room
+        if not flow.marked and any(change.action != "kept" for change in changes):
             flow.marked = MARK_CHANGED
-        summary = report.summary(
-            [*record.get("request", []), *record.get("response", [])],
-            observe=record["observe"],
-        )
-        flow.comment = f"toolid{' (observe)' if record['observe'] else ''}: {summary}"
+
+    def _comment(self, flow: http.HTTPFlow) -> None:
+        """Summarise the flow's records in its comment (once per hook, never per chunk)."""
+        record = flow.metadata.get("toolid")
+        if not record or not (record.get("request") or record.get("response")):
+            return
+        observe = record["observe"]
+        summary = report.summary([*record.get("request", []), *record.get("response", [])], observe)
+        omitted = record.get("request_omitted", 0) + record.get("response_omitted", 0)
+        more = f" (+{omitted} more not recorded)" if omitted else ""
+        flow.comment = f"toolid{' (observe)' if observe else ''}: {summary}{more}"
 
     def _problem(self, flow: http.HTTPFlow, message: str) -> None:
         record = _record(flow)
@@ -326,6 +340,7 @@ class ToolId:
     def _finish(self, flow: http.HTTPFlow) -> None:
         record = flow.metadata.get("toolid")
         if record and (record.get("request") or record.get("response")):
+            self._comment(flow)
             logger.info(f"{flow.comment} [{_describe(flow)}]")
 
 

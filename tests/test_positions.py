@@ -74,7 +74,7 @@ def test_id_keys() -> None:
 
 
 def _keys_and_markers(api: Api, doc: Doc) -> set[tuple[str, str]]:
-    return {(p.key, p.marker) for p in positions(api, doc)}
+    return {(p.key, marker) for p in positions(api, doc) for marker in p.markers}
 
 
 def test_keys_and_markers() -> None:
@@ -94,15 +94,27 @@ def test_keys_and_markers() -> None:
         ("id", "output"),
         ("approval_request_id", "output"),
     }
-    assert _keys_and_markers(Api.RESPONSES, Doc.EVENT) == {
+    event_markers = _keys_and_markers(Api.RESPONSES, Doc.EVENT)
+    assert {pair for pair in event_markers if pair[0] != "item_id"} == {
         ("call_id", "item"),
         ("id", "item"),
         ("approval_request_id", "item"),
         ("call_id", "output"),
         ("id", "output"),
         ("approval_request_id", "output"),
-        ("item_id", "item_id"),
     }
+    item_id_markers = {marker for key, marker in event_markers if key == "item_id"}
+    assert {
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.custom_tool_call_input.delta",
+        "response.mcp_call_arguments.delta",
+    } <= item_id_markers
+    assert not {
+        "response.output_text.delta",
+        "response.content_part.added",
+        "response.reasoning_summary_text.delta",
+    } & item_id_markers
     assert _keys_and_markers(Api.MESSAGES, Doc.REQUEST) == {
         ("id", "content"),
         ("tool_use_id", "content"),
@@ -127,7 +139,10 @@ def test_markers_are_spelled_in_every_document_with_an_id() -> None:
     for document, api, doc in ALL_DOCUMENTS:
         text = json.dumps(document)
         for f in find_ids(document, api, doc):
-            assert any(f'"{p.marker}"' in text and p.key == f.key for p in positions(api, doc)), (
+            assert any(
+                any(f'"{m}"' in text for m in p.markers) and p.key == f.key
+                for p in positions(api, doc)
+            ), (
                 api,
                 doc,
                 f.path,

@@ -21,7 +21,7 @@ import functools
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple
 
@@ -104,14 +104,22 @@ def apply(document: bytes, edits: Sequence[Edit]) -> bytes:
     return b"".join(parts)
 
 
+def id_markers(api: Api | None, doc: Doc) -> tuple[bytes, ...]:
+    """Byte strings of which any document with an id position spells one (() if unknown)."""
+    return _encode_prefilter(api, doc, "safe")[0]
+
+
+def may_hold_ids(document: bytes, markers: tuple[bytes, ...]) -> bool:
+    """Cheapest check: False means no id position can be in ``document`` (or its parts)."""
+    return not markers or any(marker in document for marker in markers)
+
+
 def may_change(document: bytes, api: Api | None, doc: Doc, policy: Policy) -> bool:
     """Cheap byte-level check: False means ``document`` certainly has no id to change."""
     if policy.direction is Direction.DECODE:
         return b"tid1_" in document
     markers, suspect = _encode_prefilter(api, doc, policy.profile)
-    if markers and not any(marker in document for marker in markers):
-        return False
-    return suspect.search(document) is not None
+    return may_hold_ids(document, markers) and suspect.search(document) is not None
 
 
 def plan(document: bytes, api: Api | None, doc: Doc, policy: Policy) -> Plan:
@@ -140,8 +148,9 @@ def plan(document: bytes, api: Api | None, doc: Doc, policy: Policy) -> Plan:
             targets.add(found.holder, found.key, found.value, new)
     if not targets.new_values:
         return Plan(api=api, changes=tuple(changes))
-    edits = _locate(document, parsed, targets)
-    _verify(document, edits, parsed, targets)
+    edits, proven = _locate(document, parsed, targets)
+    if not proven:
+        _verify(document, edits, parsed, targets)
     return Plan(api=api, edits=edits, changes=tuple(changes))
 
 
@@ -151,9 +160,9 @@ def _parse(document: bytes) -> Any:
 
 
 def _verify(document: bytes, edits: Sequence[Edit], parsed: Any, targets: _Targets) -> None:
-    """Prove the edits right: the new bytes must parse to the old document with exactly the
-    positions' values replaced. Catches what byte-level locating cannot see (keys spelled
-    with escapes, duplicate keys) before a wrong literal could ever be sent."""
+    """Prove edits that counting could not: the new bytes must parse to the old document with
+    exactly the positions' values replaced. Catches what byte-level locating cannot see (keys
+    spelled with escapes, duplicate keys) before a wrong literal could ever be sent."""
     for holder, key in targets.members:
         holder[key] = targets.new_values[(key, holder[key])]
     try:
@@ -221,17 +230,31 @@ class _Targets:
         self.members.append((holder, key))
 
 
-def _locate(document: bytes, parsed: Any, targets: _Targets) -> tuple[Edit, ...]:
+# A \u escape that could spell a letter or "_" of a key name, hiding the key from the regex.
+_KEY_CHAR_ESCAPE: Final = re.compile(rb"\\u00[4-7][0-9A-Fa-f]")
+
+
+def _locate(document: bytes, parsed: Any, targets: _Targets) -> tuple[tuple[Edit, ...], bool]:
+    """The edits, and whether counting alone proves them right.
+
+    It does when every position's literal was found as a structural pair (no key spelled with
+    an escape) and there are exactly as many such pairs per (key, value) as positions: then
+    the pairs are the positions. Otherwise literals are paired in document order, and the
+    caller must verify.
+    """
     new_values = targets.new_values
     keys = frozenset(key for key, _ in new_values)
     try:
         pairs = [pair for pair in _structural_pairs(document, keys) if pair[:2] in new_values]
     except (ValueError, UnicodeDecodeError) as exc:
         raise RewriteError(f"unreadable string literal ({_short(exc)})") from None
-    if Counter((key, value) for key, value, _, _ in pairs) != targets.wanted:
+    proven = Counter((key, value) for key, value, _, _ in pairs) == targets.wanted
+    if not proven:
         pairs = _pair_in_order(parsed, pairs, keys, targets)
+    proven = proven and _KEY_CHAR_ESCAPE.search(document) is None
     literals = {pair: _literal(new) for pair, new in new_values.items()}
-    return tuple(Edit(start, end, literals[(key, value)]) for key, value, start, end in pairs)
+    edits = tuple(Edit(start, end, literals[(key, value)]) for key, value, start, end in pairs)
+    return edits, proven
 
 
 def _pair_in_order(
@@ -267,7 +290,12 @@ def _members_in_order(
                 yield from _members_in_order(element, keys, holders)
 
 
+_PLAIN: Final = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*')
+
+
 def _literal(value: str) -> bytes:
+    if _PLAIN.fullmatch(value):  # nothing to escape: the common case, every client id
+        return b'"' + value.encode() + b'"'
     text = json.dumps(value, ensure_ascii=False)
     try:
         return text.encode("utf-8")
@@ -294,7 +322,7 @@ def _encode_prefilter(
     else:
         table = positions(api, doc)
         keys = frozenset(p.key for p in table)
-        markers = tuple(sorted({f'"{p.marker}"'.encode() for p in table}))
+        markers = tuple(sorted({f'"{m}"'.encode() for p in table for m in p.markers}))
     names = b"|".join(re.escape(k.encode()) for k in sorted(keys))
     suspect = re.compile(
         rb'"(?:' + names + rb')"\s*:\s*"(?!' + _CONFORMING_VALUE[profile] + rb'")'
@@ -304,8 +332,3 @@ def _encode_prefilter(
 
 def _short(exc: BaseException) -> str:
     return str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-
-
-def summarize(changes: Iterable[Change]) -> Counter[Action]:
-    """How many id positions each action touched."""
-    return Counter(change.action for change in changes)

@@ -43,7 +43,7 @@ def is_strict_safe(raw: str) -> bool:
     return _STRICT_SAFE.fullmatch(raw) is not None
 
 
-@functools.lru_cache(maxsize=4096)  # pure; ids recur in every turn of a conversation
+@functools.lru_cache(maxsize=65536)  # pure; ids recur in every turn of a conversation
 def encode(raw: str, profile: Profile = "safe") -> str:
     """Return the client id for the upstream id ``raw`` under ``profile``."""
     if passes(raw, profile):
@@ -61,7 +61,7 @@ def profile_of(client_id: str) -> Profile | None:
     return None
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=65536)
 def decode(client_id: str) -> str:
     """Return the raw id inside ``client_id``; anything not made by encode comes back as is.
 

@@ -178,10 +178,15 @@ class Position:
         return last.name
 
     @property
-    def marker(self) -> str:
-        """A member name every document with an id here must spell out: a cheap byte check."""
+    def markers(self) -> tuple[str, ...]:
+        """Strings of which every document with an id here spells one as a JSON string: the
+        member that holds the id's object, else the ``type`` values it is filtered on, else
+        the id's own member name. A cheap byte check before any parsing."""
         names = [step.name for step in self.steps if isinstance(step, _Key)]
-        return names[-2] if len(names) > 1 else names[-1]
+        if len(names) > 1:
+            return (names[-2],)
+        filters = [step.types for step in self.steps if isinstance(step, _Each) and step.types]
+        return tuple(sorted(filters[-1])) if filters else (names[-1],)
 
 
 _COMPILED: Final[dict[tuple[Api, Doc], tuple[Position, ...]]] = {

@@ -28,21 +28,45 @@ class EventFramer:
     def __init__(self) -> None:
         self._buffer = bytearray()
         self._searched = 0  # no boundary starts before this offset
+        self._seen_cr = False  # until a CR shows up, a blank line can only be b"\n\n"
 
     def feed(self, data: bytes) -> list[bytes]:
         """Add ``data``; return every event it completes, in order."""
-        buffer = self._buffer
-        buffer += data
+        self._seen_cr = self._seen_cr or b"\r" in data
+        if self._buffer:
+            self._buffer += data
+            source: bytes | bytearray = self._buffer
+        else:
+            source = data  # nothing held: cut events straight from the new bytes
         events: list[bytes] = []
         start = 0
-        while match := _BLANK_LINE.search(buffer, self._searched):
-            events.append(bytes(buffer[start : match.end()]))
-            start = self._searched = match.end()
-        if start:
-            del buffer[:start]
+        while (end := self._boundary_end(source)) >= 0:
+            events.append(bytes(source[start:end]))
+            start = self._searched = end
+        if source is self._buffer:
+            del self._buffer[:start]
+        else:
+            self._buffer += data[start:]
         # A boundary may straddle the end: resume just before it next time.
-        self._searched = max(0, len(buffer) - _LONGEST_BOUNDARY + 1)
+        self._searched = max(0, len(self._buffer) - _LONGEST_BOUNDARY + 1)
         return events
+
+    def _boundary_end(self, source: bytes | bytearray) -> int:
+        """Where the next event after ``self._searched`` ends, or -1."""
+        if not self._seen_cr:
+            found = source.find(b"\n\n", self._searched)
+            return found + 2 if found >= 0 else -1
+        match = _BLANK_LINE.search(source, self._searched)
+        return match.end() if match else -1
+
+    @staticmethod
+    def ends_an_event(data: bytes) -> bool:
+        """Whether ``data`` ends with a blank line (so it holds only whole events, if it
+        started at an event's beginning)."""
+        if data.endswith(b"\n\n"):
+            return True
+        match = _BLANK_LINE.search(data, max(0, len(data) - _LONGEST_BOUNDARY))
+        return match is not None and match.end() == len(data)
 
     def take_tail(self) -> bytes:
         """Remove and return the held bytes (an incomplete event)."""

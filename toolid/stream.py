@@ -40,6 +40,7 @@ class StreamRewriter:
     ) -> None:
         """Raises ValueError for a content-encoding it cannot decode."""
         self.api = api
+        self._markers = body.id_markers(api, Doc.EVENT)
         self.policy = policy
         self.max_event_bytes = max_event_bytes
         self.changes: list[Change] = []
@@ -80,6 +81,16 @@ class StreamRewriter:
         return out + self._framer.take_tail()
 
     def _frame(self, data: bytes) -> bytes:
+        if (
+            not len(self._framer)
+            and not self._skipping
+            and self.api is not None
+            and EventFramer.ends_an_event(data)
+            and not body.may_hold_ids(data, self._markers)
+        ):
+            # Whole events, none of which can hold an id: the common case, at byte-search cost.
+            self._at_start = False
+            return data
         try:
             events = self._framer.feed(data)
         except Exception as exc:  # pragma: no cover - defensive: the framer is total
@@ -124,7 +135,8 @@ class StreamRewriter:
         except RewriteError as exc:
             self.problems.append(f"event left unchanged: {exc}")
             return event
-        self.api = self.api or plan.api
+        if self.api is None and plan.api is not None:
+            self.api, self._markers = plan.api, body.id_markers(plan.api, Doc.EVENT)
         self.changes.extend(plan.changes)
         if not plan.edits:
             return event
