@@ -13,7 +13,7 @@ from mitmproxy import exceptions
 from mitmproxy.addons import next_layer
 from mitmproxy.test import taddons, tflow
 
-from addons.toolid_addon import MARK_CHANGED, MARK_PROBLEM, ToolId
+from addons.toolid_addon import MARK_CHANGED, MARK_PROBLEM, MAX_RECORDS, ToolId
 from toolid import body as body_module
 from toolid import encode
 
@@ -519,3 +519,27 @@ def test_users_own_allow_or_ignore_hosts_win(addon):
     tctx.options.update(allow_hosts=[], ignore_hosts=["^other:443$"])
     tctx.configure(toolid, toolid_hosts=["kimi.example"])
     assert tctx.options.allow_hosts == []
+
+
+def test_stream_records_are_capped_and_summarised_once(addon):
+    toolid, _ = addon
+    flow = sse_flow()
+    toolid.responseheaders(flow)
+    text = b'data: {"id": "c", "choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'
+    calls = MAX_RECORDS + 200
+    out = []
+    for index in range(calls):  # one event per chunk, as upstreams write them
+        out.append(flow.response.stream(text))
+        out.append(
+            flow.response.stream(chat_stream(f"functions.f:{index}").split(b"\n\n")[1] + b"\n\n")
+        )
+    out.append(flow.response.stream(b""))
+    assert out[0] == text  # id-free events pass as they came
+    assert b"tid1_functions-2Ef-3A1199" in b"".join(out)
+    assert not flow.comment  # not rebuilt per chunk
+    toolid.response(flow)
+    record = flow.metadata["toolid"]
+    assert len(record["response"]) == MAX_RECORDS
+    assert record["response_omitted"] == 200
+    assert flow.comment.startswith(f"toolid: {MAX_RECORDS} encoded")
+    assert flow.comment.endswith("(+200 more not recorded)")
