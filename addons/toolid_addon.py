@@ -148,9 +148,9 @@ class ToolId:
         if flows is EVERY_FLOW:
             flows = _every_flow()
         lines = trace_lines(tool_id, flows)
-        header = f"toolid.trace {annotate.show(tool_id)}"
+        header = f"toolid.trace {report.show(tool_id)}"
         if codec.decode(tool_id) != tool_id:
-            header += f" (raw {annotate.show(codec.decode(tool_id))})"
+            header += f" (raw {report.show(codec.decode(tool_id))})"
         if lines:
             count = f"{len(lines)} sighting{'s' if len(lines) != 1 else ''}"
             logger.info("\n  ".join([f"{header}: {count}", *lines]))
@@ -362,7 +362,8 @@ def _is_json(content_type: str) -> bool:
 def _describe(flow: http.HTTPFlow) -> str:
     """Method, host and path: never headers, query strings or bodies."""
     request = flow.request
-    return f"{request.method} {request.pretty_host}{request.path.split('?', 1)[0]}"
+    text = f"{request.method} {request.pretty_host}{request.path.split('?', 1)[0]}"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")  # undecodable path bytes
 
 
 def _parse_hosts(option: str, values: Sequence[str]) -> tuple[scope.HostPattern, ...]:

@@ -25,6 +25,7 @@ from typing import Any, Final, Literal
 from toolid import codec
 from toolid.apis import api_from_shape
 from toolid.positions import Api, Doc, Found, find_ids
+from toolid.report import show
 from toolid.sse import EventFramer
 
 Side = Literal["request", "response"]
@@ -45,25 +46,12 @@ _CONFORMS: Final[dict[codec.Profile, re.Pattern[str]]] = {
 _BOM: Final = b"\xef\xbb\xbf"
 _SSE_START: Final = re.compile(rb"(?:data|event|id|retry)(?::|\r|\n|$)|:")
 _LINE_BREAK: Final = re.compile(r"\r\n|\r|\n")
-_PLAIN: Final = re.compile(r"[^\s\"'\\\x00-\x1f\x7f-\x9f\ud800-\udfff]+")
 
 
 def conforms(value: str, profile: codec.Profile) -> bool:
     """Whether a client of ``profile`` accepts ``value`` as it is (``safe``: ``[A-Za-z0-9_-]+``,
     ``call``: ``call_[A-Za-z0-9_-]+``)."""
     return _CONFORMS[profile].fullmatch(value) is not None
-
-
-def show(value: str) -> str:
-    """``value`` for a one-line display: as is when plain, else as a JSON string literal."""
-    if _PLAIN.fullmatch(value):
-        return value
-    text = json.dumps(value, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates
-        return json.dumps(value)
-    return text
 
 
 # --- sightings -------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Final, Literal, TextIO, get_args
 from urllib.parse import urlsplit
 
-from toolid import annotate
+from toolid import annotate, report
 from toolid.annotate import Side, Sighting
 from toolid.apis import api_from_path
 from toolid.positions import Api
@@ -278,8 +278,8 @@ def table(rows: list[Row]) -> list[str]:
             row.where,
             row.sighting.path,
             row.sighting.api.value,
-            annotate.show(row.sighting.value),
-            annotate.show(row.sighting.raw),
+            report.show(row.sighting.value),
+            report.show(row.sighting.raw),
             _yes(annotate.conforms(row.sighting.value, "safe")),
             _yes(annotate.conforms(row.sighting.value, "call")),
         )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from toolid.body import Change
 
@@ -14,6 +16,20 @@ _OBSERVED = {
     "kept": "would keep (strict host)",
 }
 _EXAMPLES = 2
+_PLAIN: Final = re.compile(r"[^\s\"'\\\x00-\x1f\x7f-\x9f\ud800-\udfff]+")
+
+
+def show(value: str) -> str:
+    """``value`` for a one-line display: as is when plain, else as a JSON string literal
+    (so empty ids, spaces, control characters and lone surrogates print safely)."""
+    if _PLAIN.fullmatch(value):
+        return value
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates
+        return json.dumps(value)
+    return text
 
 
 def as_record(change: Change) -> dict[str, str]:
@@ -49,7 +65,7 @@ def summary(records: Iterable[Mapping[str, Any]], observe: bool = False) -> str:
 
 
 def _pair(record: Mapping[str, Any]) -> str:
-    raw, client = record["raw"], record["client"]
+    raw, client = show(record["raw"]), show(record["client"])
     if record["action"] == "encoded":
         return f"{raw} -> {client}"
     return f"{client} -> {raw}"

@@ -1,0 +1,256 @@
+"""Fixtures for the end-to-end tests: real upstream servers and real mitmdump processes.
+
+``mitm.get(mode=..., **options)`` starts (once per session and option set) a
+``mitmdump -s addons/toolid_addon.py`` subprocess on a free 127.0.0.1 port, waits until it
+accepts connections, and logs its stdout/stderr to a file that tests can read.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .upstream import UpstreamServer
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ADDON = Path(os.environ.get("TOOLID_E2E_ADDON") or REPO_ROOT / "addons" / "toolid_addon.py")
+STARTUP_TIMEOUT = 20.0
+
+
+def _mitmdump_executable() -> str:
+    beside = Path(sys.executable).with_name("mitmdump")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("mitmdump")
+    if found is None:
+        pytest.fail("mitmdump not found beside the Python interpreter or on PATH")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    env["PYTHONUNBUFFERED"] = "1"  # log lines reach the file as they are written
+    # the addon imports toolid: find it in this checkout even if it is not installed
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+class Mitmdump:
+    """One mitmdump subprocess."""
+
+    def __init__(self, workdir: Path, mode: str, options: dict[str, str]) -> None:
+        self.mode = mode
+        self.options = options
+        self.confdir = workdir / "confdir"
+        self.confdir.mkdir(parents=True)
+        self.log_path = workdir / "mitmdump.log"
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.confdir / "mitmproxy-ca-cert.pem"
+
+    def command(self) -> list[str]:
+        cmd = [
+            _mitmdump_executable(),
+            "-s",
+            str(ADDON),
+            "--listen-host",
+            "127.0.0.1",
+            "--listen-port",
+            str(self.port),
+            "--set",
+            f"confdir={self.confdir}",
+            "--set",
+            "termlog_verbosity=info",
+        ]
+        if self.mode != "regular":
+            cmd += ["--mode", self.mode]
+        for name, value in self.options.items():
+            cmd += ["--set", f"{name}={value}"]
+        return cmd
+
+    def start(self) -> None:
+        if not ADDON.exists():
+            pytest.fail(f"addon not found: {ADDON}")
+        for attempt in range(3):
+            self.port = free_port()
+            with self.log_path.open("ab") as log:
+                log.write(f"$ {' '.join(self.command())}\n".encode())
+                log.flush()
+                self.proc = subprocess.Popen(
+                    self.command(),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=_clean_env(),
+                    cwd=REPO_ROOT,
+                )
+            if self._wait_ready():
+                return
+            # the port may have been taken between free_port() and mitmdump binding it
+            self.stop()
+            if "Address already in use" not in self.log_text() or attempt == 2:
+                break
+        pytest.fail(
+            f"mitmdump did not start within {STARTUP_TIMEOUT:.0f}s "
+            f"({' '.join(self.command())}); its output:\n{self.log_text()}"
+        )
+
+    def _wait_ready(self) -> bool:
+        assert self.proc is not None
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return True
+            except OSError:
+                time.sleep(0.05)
+        return False
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    # the log
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_bytes().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    def mark(self) -> int:
+        """A position in the log; see :meth:`log_since`."""
+        return self.log_path.stat().st_size if self.log_path.exists() else 0
+
+    def log_since(self, mark: int) -> str:
+        with self.log_path.open("rb") as f:
+            f.seek(mark)
+            return f.read().decode("utf-8", "replace")
+
+    def wait_for_log(self, needle: str, mark: int = 0, timeout: float = 5.0) -> str:
+        """Wait until a log line after ``mark`` contains ``needle``; return that line."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for line in self.log_since(mark).splitlines():
+                if needle in line:
+                    return line
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"no mitmdump log line containing {needle!r} within {timeout}s; "
+                    f"log since mark:\n{self.log_since(mark)}"
+                )
+            time.sleep(0.05)
+
+
+class MitmdumpPool:
+    """Starts each distinct mitmdump configuration once per session."""
+
+    def __init__(self, basedir: Path) -> None:
+        self.basedir = basedir
+        self.instances: dict[tuple[str, tuple[tuple[str, str], ...]], Mitmdump] = {}
+
+    def get(self, mode: str = "regular", **options: object) -> Mitmdump:
+        opts = {"ssl_insecure": "true"}  # the TLS upstream's certificate is self-signed
+        opts.update(
+            {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
+        )
+        key = (mode, tuple(sorted(opts.items())))
+        inst = self.instances.get(key)
+        if inst is not None and inst.alive():
+            return inst
+        if inst is not None:
+            pytest.fail(f"mitmdump ({mode}, {opts}) died earlier; its output:\n{inst.log_text()}")
+        inst = Mitmdump(self.basedir / f"mitmdump-{len(self.instances)}", mode, opts)
+        self.instances[key] = inst
+        inst.start()
+        return inst
+
+    def close(self) -> None:
+        for inst in self.instances.values():
+            inst.stop()
+
+
+@pytest.fixture(scope="session")
+def upstream() -> Iterator[UpstreamServer]:
+    server = UpstreamServer().start()
+    yield server
+    server.stop()
+    assert not server.errors, f"upstream harness errors: {server.errors}"
+
+
+@pytest.fixture(scope="session")
+def tls_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpstreamServer]:
+    server = UpstreamServer(tls=True, cert_dir=tmp_path_factory.mktemp("upstream-tls")).start()
+    yield server
+    server.stop()
+    assert not server.errors, f"upstream harness errors: {server.errors}"
+
+
+@pytest.fixture(scope="session")
+def mitm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MitmdumpPool]:
+    pool = MitmdumpPool(tmp_path_factory.mktemp("mitmdump"))
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="session")
+def proxy(mitm: MitmdumpPool) -> Mitmdump:
+    """mitmdump in regular proxy mode with the addon's defaults."""
+    return mitm.get()
+
+
+@pytest.fixture(scope="session")
+def reverse_proxy(mitm: MitmdumpPool, upstream: UpstreamServer) -> Mitmdump:
+    """mitmdump as a reverse proxy in front of the plain upstream."""
+    return mitm.get(mode=f"reverse:{upstream.base_url}")
+
+
+@pytest.fixture(autouse=True)
+def _mitmdump_health(request: pytest.FixtureRequest, mitm: MitmdumpPool) -> Iterator[None]:
+    """Fail a test after which a mitmdump crashed or logged a traceback, and attach
+    what mitmdump logged during the test to the report."""
+    marks = {key: inst.mark() for key, inst in mitm.instances.items()}
+    yield
+    problems = []
+    for key, inst in mitm.instances.items():
+        text = inst.log_since(marks.get(key, 0))
+        if text.strip():
+            request.node.add_report_section("call", f"mitmdump {inst.mode} {inst.options}", text)
+        if not inst.alive():
+            problems.append(f"mitmdump {inst.mode} {inst.options} exited:\n{text}")
+        elif "Traceback" in text or "has crashed" in text or "Addon error" in text:
+            problems.append(f"mitmdump {inst.mode} {inst.options} logged an error:\n{text}")
+    if problems:
+        pytest.fail("\n\n".join(problems), pytrace=False)
