@@ -202,45 +202,51 @@ class ToolId:
         if request.stream:
             self._problem(flow, "request body was streamed; ids not restored")
             return
-        if not _is_json(request.headers.get("content-type", "json")):
-            return
-        try:
-            content = request.get_content(strict=True)
-        except ValueError as exc:
-            self._problem(flow, f"request left unchanged: cannot decode body ({exc})")
-            return
-        if not content:
+        content = self._json_body(flow, request, "request")
+        if content is None:
             return
         api = api_from_path(request.path)
         if api is not None and _STREAM_REQUESTED.search(content):
             request.headers["accept-encoding"] = "identity"
         policy = Policy(Direction.DECODE, ctx.options.toolid_profile, self._is_strict(flow))
-        new, plan = self._apply(flow, content, api, Doc.REQUEST, policy)
+        plan = self._rewrite_body(flow, request, content, api, policy)
         if plan.api is not None:
             _record(flow)["api"] = plan.api.value
-        self._note(flow, "request", plan.changes)
-        self._comment(flow)
-        if new is not content:
-            request.content = new
 
     def _rewrite_response(self, flow: http.HTTPFlow, response: http.Response) -> None:
-        if response.raw_content is None or not _is_json(
-            response.headers.get("content-type", "json")
-        ):
-            return
+        content = self._json_body(flow, response, "response")
+        if content is not None:
+            policy = Policy(Direction.ENCODE, ctx.options.toolid_profile)
+            self._rewrite_body(flow, response, content, _api_of(flow), policy)
+
+    def _json_body(self, flow: http.HTTPFlow, message: http.Message, side: str) -> bytes | None:
+        """The decoded body of a JSON message; None when absent, empty or not JSON, or when
+        it cannot be decoded (reported)."""
+        if message.raw_content is None or not _is_json(message.headers.get("content-type", "json")):
+            return None
         try:
-            content = response.get_content(strict=True)
+            content = message.get_content(strict=True)
         except ValueError as exc:
-            self._problem(flow, f"response left unchanged: cannot decode body ({exc})")
-            return
-        if not content:
-            return
-        policy = Policy(Direction.ENCODE, ctx.options.toolid_profile)
-        new, plan = self._apply(flow, content, _api_of(flow), Doc.RESPONSE, policy)
-        self._note(flow, "response", plan.changes)
+            self._problem(flow, f"{side} left unchanged: cannot decode body ({exc})")
+            return None
+        return content or None
+
+    def _rewrite_body(
+        self,
+        flow: http.HTTPFlow,
+        message: http.Message,
+        content: bytes,
+        api: Api | None,
+        policy: Policy,
+    ) -> body.Plan:
+        side = "request" if policy.direction is Direction.DECODE else "response"
+        doc = Doc.REQUEST if side == "request" else Doc.RESPONSE
+        new, plan = self._apply(flow, content, api, doc, policy)
+        self._note(flow, side, plan.changes)
         self._comment(flow)
         if new is not content:
-            response.content = new
+            message.content = new
+        return plan
 
     def _apply(
         self, flow: http.HTTPFlow, content: bytes, api: Api | None, doc: Doc, policy: Policy
