@@ -206,7 +206,8 @@ class ToolId:
         if content is None:
             return
         api = api_from_path(request.path)
-        if api is not None and _STREAM_REQUESTED.search(content):
+        observe = ctx.options.toolid_mode == "observe"
+        if api is not None and not observe and _STREAM_REQUESTED.search(content):
             request.headers["accept-encoding"] = "identity"
         policy = Policy(Direction.DECODE, ctx.options.toolid_profile, self._is_strict(flow))
         plan = self._rewrite_body(flow, request, content, api, policy)
@@ -226,8 +227,9 @@ class ToolId:
             return None
         try:
             content = message.get_content(strict=True)
-        except ValueError as exc:
-            self._problem(flow, f"{side} left unchanged: cannot decode body ({exc})")
+        except ValueError:  # its message quotes the body's first bytes: never log it
+            encoding = message.headers.get("content-encoding", "")
+            self._problem(flow, f"{side} left unchanged: cannot decode body ({encoding})")
             return None
         return content or None
 

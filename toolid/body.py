@@ -294,9 +294,15 @@ def _members_in_order(
 _PLAIN: Final = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*')
 
 
+# A high surrogate then a low one: JSON reads "\ud800\udc00" as ONE character, U+10000.
+_SURROGATE_PAIR: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
 def _literal(value: str) -> bytes:
     if _PLAIN.fullmatch(value):  # nothing to escape: the common case, every client id
         return b'"' + value.encode() + b'"'
+    if _SURROGATE_PAIR.search(value):
+        raise RewriteError("an id with a split surrogate pair cannot be written as JSON")
     text = json.dumps(value, ensure_ascii=False)
     try:
         return text.encode("utf-8")

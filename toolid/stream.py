@@ -85,6 +85,7 @@ class StreamRewriter:
             not len(self._framer)
             and not self._skipping
             and self.api is not None
+            and len(data) <= self.max_event_bytes  # else an event in it may be oversized
             and EventFramer.ends_an_event(data)
             and not body.may_hold_ids(data, self._markers)
         ):
