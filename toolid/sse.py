@@ -29,16 +29,23 @@ class EventFramer:
         self._buffer = bytearray()
         self._searched = 0  # no boundary starts before this offset
         self._seen_cr = False  # until a CR shows up, a blank line can only be b"\n\n"
+        self._ended_on_cr = False  # the last event ended with a CR and nothing is held
 
     def feed(self, data: bytes) -> list[bytes]:
         """Add ``data``; return every event it completes, in order."""
+        events: list[bytes] = []
+        if self._ended_on_cr and data.startswith(b"\n"):
+            # The LF completing the CRLF that ended the last event: its own piece, so it
+            # never counts as the start of the next event.
+            events.append(b"\n")
+            data = data[1:]
+        self._ended_on_cr = False
         self._seen_cr = self._seen_cr or b"\r" in data
         if self._buffer:
             self._buffer += data
             source: bytes | bytearray = self._buffer
         else:
             source = data  # nothing held: cut events straight from the new bytes
-        events: list[bytes] = []
         start = 0
         while (end := self._boundary_end(source)) >= 0:
             events.append(bytes(source[start:end]))
@@ -49,6 +56,7 @@ class EventFramer:
             self._buffer += data[start:]
         # A boundary may straddle the end: resume just before it next time.
         self._searched = max(0, len(self._buffer) - _LONGEST_BOUNDARY + 1)
+        self._ended_on_cr = bool(events) and not self._buffer and events[-1].endswith(b"\r")
         return events
 
     def _boundary_end(self, source: bytes | bytearray) -> int:
@@ -61,10 +69,13 @@ class EventFramer:
 
     @staticmethod
     def ends_an_event(data: bytes) -> bool:
-        """Whether ``data`` ends with a blank line (so it holds only whole events, if it
-        started at an event's beginning)."""
+        """Whether ``data`` ends with a blank line whose line ending is complete (so, if it
+        started at an event's beginning, it holds only whole events and no LF can follow that
+        belongs to them)."""
         if data.endswith(b"\n\n"):
             return True
+        if not data.endswith(b"\n"):
+            return False
         match = _BLANK_LINE.search(data, max(0, len(data) - _LONGEST_BOUNDARY))
         return match is not None and match.end() == len(data)
 
@@ -73,6 +84,7 @@ class EventFramer:
         tail = bytes(self._buffer)
         self._buffer.clear()
         self._searched = 0
+        self._ended_on_cr = False
         return tail
 
     def __len__(self) -> int:

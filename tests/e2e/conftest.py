@@ -16,13 +16,37 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
+from .helpers import rss_mib
 from .upstream import UpstreamServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ADDON = Path(os.environ.get("TOOLID_E2E_ADDON") or REPO_ROOT / "addons" / "toolid_addon.py")
 STARTUP_TIMEOUT = 20.0
+
+# A test-only helper addon (loaded after toolid, only into instances that ask for it with
+# ``gc_probe=True``): ``GET http://toolid-gc.test/`` through the proxy runs gc.collect() in
+# mitmdump and answers with its RSS. mitmproxy's flows hold reference cycles, so their
+# memory comes back at the next full collection, not when the flow ends; memory tests
+# collect first to measure what is really held.
+GC_PROBE_HOST = "toolid-gc.test"
+GC_PROBE_ADDON = f"""
+import gc, json
+from mitmproxy import http
+
+class GcProbe:
+    def request(self, flow):
+        if flow.request.pretty_host == {GC_PROBE_HOST!r}:
+            collected = gc.collect()
+            with open("/proc/self/status") as f:
+                rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+            body = json.dumps({{"collected": collected, "rss_kib": rss}})
+            flow.response = http.Response.make(200, body, {{"content-type": "application/json"}})
+
+addons = [GcProbe()]
+"""
 
 
 def _mitmdump_executable() -> str:
@@ -52,9 +76,18 @@ def _clean_env() -> dict[str, str]:
 class Mitmdump:
     """One mitmdump subprocess."""
 
-    def __init__(self, workdir: Path, mode: str, options: dict[str, str]) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        mode: str,
+        options: dict[str, str],
+        env: dict[str, str] | None = None,
+        scripts: list[Path] | None = None,
+    ) -> None:
         self.mode = mode
         self.options = options
+        self.env = env or {}  # extra environment variables for the subprocess
+        self.scripts = scripts or []  # more addons, loaded after toolid
         self.confdir = workdir / "confdir"
         self.confdir.mkdir(parents=True)
         self.log_path = workdir / "mitmdump.log"
@@ -83,6 +116,8 @@ class Mitmdump:
             "--set",
             "termlog_verbosity=info",
         ]
+        for script in self.scripts:
+            cmd += ["-s", str(script)]
         if self.mode != "regular":
             cmd += ["--mode", self.mode]
         for name, value in self.options.items():
@@ -102,7 +137,7 @@ class Mitmdump:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
-                    env=_clean_env(),
+                    env=_clean_env() | self.env,
                     cwd=REPO_ROOT,
                 )
             if self._wait_ready():
@@ -131,6 +166,23 @@ class Mitmdump:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def rss_mib(self) -> float:
+        """The process's resident set size now (from /proc), in MiB."""
+        return rss_mib(self.pid)
+
+    def collect_garbage(self) -> float:
+        """Run a full garbage collection in mitmdump (needs ``gc_probe=True``); return
+        its RSS afterwards, in MiB."""
+        with httpx.Client(proxy=self.url, trust_env=False, timeout=30) as client:
+            reply = client.get(f"http://{GC_PROBE_HOST}/")
+        assert reply.status_code == 200, reply.text
+        return int(reply.json()["rss_kib"]) / 1024
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -175,24 +227,42 @@ class Mitmdump:
 
 
 class MitmdumpPool:
-    """Starts each distinct mitmdump configuration once per session."""
+    """Starts each distinct mitmdump configuration once per session.
+
+    ``tag`` gives a test its own instance even with the same options (so that its log and
+    memory are its own); ``env`` adds environment variables (also part of the key)."""
 
     def __init__(self, basedir: Path) -> None:
         self.basedir = basedir
-        self.instances: dict[tuple[str, tuple[tuple[str, str], ...]], Mitmdump] = {}
+        self.instances: dict[tuple[object, ...], Mitmdump] = {}
 
-    def get(self, mode: str = "regular", **options: object) -> Mitmdump:
+    def get(
+        self,
+        mode: str = "regular",
+        *,
+        tag: str = "",
+        env: dict[str, str] | None = None,
+        gc_probe: bool = False,
+        **options: object,
+    ) -> Mitmdump:
         opts = {"ssl_insecure": "true"}  # the TLS upstream's certificate is self-signed
         opts.update(
             {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
         )
-        key = (mode, tuple(sorted(opts.items())))
+        key: tuple[object, ...] = (mode, tuple(sorted(opts.items())))
+        if tag or env or gc_probe:
+            key += (tag, tuple(sorted((env or {}).items())), gc_probe)
         inst = self.instances.get(key)
         if inst is not None and inst.alive():
             return inst
         if inst is not None:
             pytest.fail(f"mitmdump ({mode}, {opts}) died earlier; its output:\n{inst.log_text()}")
-        inst = Mitmdump(self.basedir / f"mitmdump-{len(self.instances)}", mode, opts)
+        scripts = []
+        if gc_probe:
+            scripts.append(self.basedir / "gc_probe_addon.py")
+            scripts[0].write_text(GC_PROBE_ADDON)
+        workdir = self.basedir / f"mitmdump-{len(self.instances)}"
+        inst = Mitmdump(workdir, mode, opts, env, scripts)
         self.instances[key] = inst
         inst.start()
         return inst

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -674,6 +676,154 @@ def wire_loop(
     result.requests.append(body2)
     resp, data = wire_post(client, url, body2, headers)
     assert resp.status_code == 200, f"turn 2: HTTP {resp.status_code}: {data[:500]!r}"
+    result.turn2_body = data
+    result.final_text = _final_text(api, stream, data)
+    return result
+
+
+# ----------------------------------------------------------------------------- robustness
+#
+# For the fault, load and security tests: toolid's warnings in the mitmdump log, the
+# memory of the mitmdump process, "the proxy still serves", and an asyncio wire loop.
+
+# toolid's warning: "toolid: METHOD host/path: message" (its info lines read
+# "toolid: 1 encoded (...) [METHOD host/path]").
+_TOOLID_WARNING = re.compile(r"\btoolid: [A-Z]+ (\S+): ")
+
+
+def toolid_warnings(log: str, path: str) -> list[str]:
+    """toolid's warning lines about the flow(s) whose path contains ``path``."""
+    return [
+        line
+        for line in log.splitlines()
+        if (m := _TOOLID_WARNING.search(line)) is not None and path in m.group(1)
+    ]
+
+
+def rss_mib(pid: int) -> float:
+    """Resident set size of process ``pid`` (VmRSS in /proc/PID/status), in MiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+class PeakRss:
+    """Sample a process's RSS every ``interval`` s in a thread while the block runs."""
+
+    def __init__(self, pid: int, interval: float = 0.02) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append(rss_mib(self.pid))
+            self._stop.wait(self.interval)
+
+    @property
+    def peak(self) -> float:
+        return max(self.samples, default=0.0)
+
+    def __enter__(self) -> PeakRss:
+        self.samples.append(rss_mib(self.pid))
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.samples.append(rss_mib(self.pid))
+
+
+def check_loop_bytes(result: LoopResult, handle: ScenarioHandle) -> None:
+    """A wire loop went through untouched but for the id literals (as
+    ``cases.check_wire_loop`` with the default profile)."""
+    check_response_bytes(result.turn1_body, handle.turn(1), encode_safe)
+    check_response_bytes(result.turn2_body, handle.turn(2), encode_safe)
+    assert handle.turn(1).body == result.requests[0]
+    check_client_ids(result, handle, encode_safe)
+    check_turn2_request(handle, result.requests[1], restore_all)
+
+
+def check_proxy_serves(
+    client: Any, handle_for: Callable[[], ScenarioHandle], apis: Iterable[API] | None = None
+) -> None:
+    """The proxy still serves: a streamed and a buffered two-turn loop of each API (or of
+    ``apis``) go through it, rewritten exactly. ``client``: an httpx client through the
+    proxy; ``handle_for()``: a fresh scenario with a Kimi id."""
+    for api in apis or ("chat", "responses", "anthropic"):
+        for stream in (True, False):
+            handle = handle_for()
+            result = wire_loop(client, handle, api, stream=stream)
+            check_loop_bytes(result, handle)
+
+
+class Gauge:
+    """Counts requests in flight (streamed ones apart) and keeps their latencies."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.streams = 0
+        self.peak_in_flight = 0
+        self.peak_streams = 0
+        self.latencies: list[float] = []
+
+    def start(self, stream: bool) -> float:
+        self.in_flight += 1
+        self.streams += stream
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        self.peak_streams = max(self.peak_streams, self.streams)
+        return time.perf_counter()
+
+    def stop(self, stream: bool, started: float) -> None:
+        self.in_flight -= 1
+        self.streams -= stream
+        self.latencies.append(time.perf_counter() - started)
+
+
+async def async_wire_post(
+    client: Any,
+    url: str,
+    body: bytes,
+    headers: dict[str, str] | None = None,
+    *,
+    gauge: Gauge | None = None,
+    stream: bool = False,
+) -> tuple[int, bytes]:
+    hdrs = {"content-type": "application/json", "authorization": "Bearer sk-e2e"}
+    hdrs.update(headers or {})
+    started = gauge.start(stream) if gauge else 0.0
+    try:
+        async with client.stream("POST", url, content=body, headers=hdrs) as resp:
+            data = b"".join([piece async for piece in resp.aiter_bytes()])
+    finally:
+        if gauge:
+            gauge.stop(stream, started)
+    return resp.status_code, data
+
+
+async def async_wire_loop(
+    client: Any, handle: ScenarioHandle, api: API, *, stream: bool, gauge: Gauge | None = None
+) -> LoopResult:
+    """``wire_loop`` for an ``httpx.AsyncClient`` (``gauge`` counts its requests)."""
+    url = handle.url(api)
+    result = LoopResult(api=api)
+    body1 = dump_json(turn1_request(api, stream))
+    result.requests.append(body1)
+    status, data = await async_wire_post(client, url, body1, gauge=gauge, stream=stream)
+    assert status == 200, f"turn 1: HTTP {status}: {data[:500]!r}"
+    result.turn1_body = data
+    docs = stream_documents(data) if stream else [json.loads(data)]
+    _collect(result, api, docs)
+    content = anthropic_content(docs, stream) if api == "anthropic" else None
+    body2 = dump_json(turn2_request(api, stream, result.call_ids, result.item_ids, content))
+    result.requests.append(body2)
+    status, data = await async_wire_post(client, url, body2, gauge=gauge, stream=stream)
+    assert status == 200, f"turn 2: HTTP {status}: {data[:500]!r}"
     result.turn2_body = data
     result.final_text = _final_text(api, stream, data)
     return result

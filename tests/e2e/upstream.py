@@ -38,7 +38,7 @@ import tempfile
 import threading
 import traceback
 import zlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -121,6 +121,10 @@ class Scenario:
     # tool_use blocks name the first as their caller (caller.tool_id). When streamed, the
     # first server_tool_use block comes inside message_start.message.content.
     server_tool_ids: list[str] = field(default_factory=list)
+    # Fault injection: a coroutine that writes the whole response itself (anything, even
+    # broken HTTP) instead of the Kimi-like answer; see "custom responders" below. It returns
+    # whether the connection may be reused.
+    responder: Responder | None = None
 
     def __post_init__(self) -> None:
         if self.item_ids is None:
@@ -158,6 +162,10 @@ class Exchange:
     first_part_sent: threading.Event = field(default_factory=threading.Event)
     rest_sent: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
+    # custom responders: body bytes written (and drained) so far, whether the peer went away
+    written: int = 0
+    aborted: threading.Event = field(default_factory=threading.Event)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def header(self, name: str) -> str | None:
         for k, v in self.headers:
@@ -203,6 +211,9 @@ class ScenarioHandle:
         found = [e for e in self.exchanges if e.turn == n]
         assert len(found) == 1, f"expected one turn-{n} request, got {self.exchanges!r}"
         return found[0]
+
+
+Responder = Callable[[Exchange, asyncio.StreamWriter, ScenarioHandle], Awaitable[bool]]
 
 
 API_SUFFIX: dict[API, str] = {
@@ -848,6 +859,12 @@ class UpstreamServer:
         sc = handle.scenario
         api = api_of(ex.path)
         ex.api = api
+        if sc.responder is not None:
+            try:
+                return await sc.responder(ex, writer, handle)
+            except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
+                ex.aborted.set()
+                raise
         if api is None or ex.method != "POST":
             return await self._simple(ex, writer, 404, f"unknown API path {ex.path}")
         try:
@@ -974,3 +991,78 @@ class UpstreamServer:
             await writer.drain()
             if sc.writes != "whole" and (sc.writes == "events" or n % sc.sleep_every == 0):
                 await asyncio.sleep(0.001)
+
+
+# ----------------------------------------------------------------------------- custom responders
+#
+# Building blocks for ``Scenario.responder`` coroutines (fault injection: broken framing,
+# corrupt compression, error pages, huge events, connections closed mid-body). A responder
+# gets the Exchange (request already read), the writer and the handle; it records what it
+# sent in ``ex.sent`` / ``ex.wire`` (or a digest in ``ex.extra``) and counts ``ex.written``.
+
+
+def kimi_parts(
+    sc: Scenario, api: API, stream: bool, turn: int = 1
+) -> tuple[list[bytes], list[bytes], dict[str, str]]:
+    """The usual Kimi-like answer: (templates, filled bytes) per event, and placeholders."""
+    placeholders = sc.placeholders()
+    parts = render_template(sc, api, stream, turn)
+    return parts, [fill(p, placeholders, sc.ensure_ascii) for p in parts], placeholders
+
+
+def client_bytes(
+    template: bytes, placeholders: dict[str, str], client_id: Callable[[str], str]
+) -> bytes:
+    """``template`` with every placeholder replaced by the literal ``"client_id(raw)"``."""
+
+    def sub(m: re.Match[bytes]) -> bytes:
+        raw = placeholders[f"@@{m.group(1).decode()}{m.group(2).decode()}@@"]
+        return b'"' + client_id(raw).encode("utf-8", "surrogatepass") + b'"'
+
+    return PLACEHOLDER.sub(sub, template)
+
+
+async def write_head(
+    writer: asyncio.StreamWriter,
+    headers: list[tuple[str, str]],
+    status: int = 200,
+    reason: str = "OK",
+    ex: Exchange | None = None,
+) -> None:
+    if ex is not None:
+        ex.status = status
+        ex.response_headers = headers
+    head = f"HTTP/1.1 {status} {reason}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers)
+    writer.write((head + "\r\n").encode("latin-1"))
+    await writer.drain()
+
+
+async def write_body(
+    writer: asyncio.StreamWriter, ex: Exchange, data: bytes, chunked: bool = False
+) -> None:
+    """Write (and drain) one piece of the body, chunk-framed if asked; count it."""
+    if not data:
+        return
+    writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n" if chunked else data)
+    await writer.drain()
+    ex.written += len(data)
+
+
+async def end_chunked(writer: asyncio.StreamWriter) -> None:
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
+
+
+async def abort(writer: asyncio.StreamWriter) -> bool:
+    """Close the connection at once (mid-body: the response is truncated)."""
+    writer.close()
+    return False
+
+
+def sse_headers(extra: list[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
+    return [
+        ("content-type", "text/event-stream; charset=utf-8"),
+        ("cache-control", "no-cache"),
+        *(extra or []),
+        ("transfer-encoding", "chunked"),
+    ]
