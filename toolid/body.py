@@ -227,8 +227,9 @@ class _Targets:
     def add(self, holder: dict[str, Any], key: str, value: str, new: str) -> None:
         self.new_values[(key, value)] = new
         self.wanted[(key, value)] += 1
-        self.holders.add((id(holder), key))
-        self.members.append((holder, key))
+        if (id(holder), key) not in self.holders:
+            self.holders.add((id(holder), key))
+            self.members.append((holder, key))
 
 
 # A \u escape that could spell a letter or "_" of a key name, hiding the key from the regex.

@@ -155,9 +155,10 @@ class StreamRewriter:
             self._skipping = True
             self._report_oversized()
         held = self._framer.take_tail()
-        keep = held[-_BOUNDARY_CONTEXT:]
-        self._framer.feed(keep)  # cannot complete an event: fewer bytes than a blank line
-        return held[: len(held) - len(keep)]
+        keep = held[-_BOUNDARY_CONTEXT:]  # a blank line may begin in them: frame them again
+        # They held no blank line before, so they complete no event now; should they ever,
+        # those bytes still go out, in order.
+        return held[: len(held) - len(keep)] + b"".join(self._framer.feed(keep))
 
     def _report_oversized(self) -> None:
         self.problems.append(
