@@ -38,20 +38,9 @@ API_NAMES: Final[dict[Api, str]] = {
     Api.MESSAGES: "Anthropic Messages",
 }
 
-# What a client of each profile accepts as an id (its shape; encoded ids included).
-_CONFORMS: Final[dict[codec.Profile, re.Pattern[str]]] = {
-    "safe": re.compile(r"[A-Za-z0-9_-]+"),
-    "call": re.compile(r"call_[A-Za-z0-9_-]+"),
-}
 _BOM: Final = b"\xef\xbb\xbf"
 _SSE_START: Final = re.compile(rb"(?:data|event|id|retry)(?::|\r|\n|$)|:")
 _LINE_BREAK: Final = re.compile(r"\r\n|\r|\n")
-
-
-def conforms(value: str, profile: codec.Profile) -> bool:
-    """Whether a client of ``profile`` accepts ``value`` as it is (``safe``: ``[A-Za-z0-9_-]+``,
-    ``call``: ``call_[A-Za-z0-9_-]+``)."""
-    return _CONFORMS[profile].fullmatch(value) is not None
 
 
 # --- sightings -------------------------------------------------------------------------------

@@ -23,7 +23,6 @@ _PASSES: Final[dict[Profile, re.Pattern[str]]] = {
     "safe": re.compile(r"[A-Za-z0-9_-]+"),
     "call": re.compile(r"call_[A-Za-z0-9_-]+"),
 }
-_STRICT_SAFE = re.compile(r"[A-Za-z0-9_-]+")
 _PAYLOAD = re.compile(r"(?:[A-Za-z0-9_]|-[0-9A-F]{2})*")
 
 # byte value -> its spelling in a payload
@@ -33,14 +32,20 @@ _SPELLING: Final[tuple[str, ...]] = tuple(
 )
 
 
+def has_shape(value: str, profile: Profile = "safe") -> bool:
+    """Whether a client of ``profile`` accepts ``value`` as it is (``safe``: ``[A-Za-z0-9_-]+``,
+    ``call``: ``call_[A-Za-z0-9_-]+``); encoded ids have their profile's shape too."""
+    return _PASSES[profile].fullmatch(value) is not None
+
+
 def passes(raw: str, profile: Profile = "safe") -> bool:
     """Whether ``raw`` reaches a client of ``profile`` unchanged."""
-    return _PASSES[profile].fullmatch(raw) is not None and _RESERVED.match(raw) is None
+    return has_shape(raw, profile) and _RESERVED.match(raw) is None
 
 
 def is_strict_safe(raw: str) -> bool:
     """Whether ``raw`` is accepted by strict APIs (``^[A-Za-z0-9_-]+$``)."""
-    return _STRICT_SAFE.fullmatch(raw) is not None
+    return has_shape(raw, "safe")
 
 
 @functools.lru_cache(maxsize=65536)  # pure; ids recur in every turn of a conversation

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Final, Literal, TextIO, get_args
 from urllib.parse import urlsplit
 
-from toolid import annotate, report
+from toolid import annotate, codec, report
 from toolid.annotate import Side, Sighting
 from toolid.apis import api_from_path
 from toolid.positions import Api
@@ -280,8 +280,8 @@ def table(rows: list[Row]) -> list[str]:
             row.sighting.api.value,
             report.show(row.sighting.value),
             report.show(row.sighting.raw),
-            _yes(annotate.conforms(row.sighting.value, "safe")),
-            _yes(annotate.conforms(row.sighting.value, "call")),
+            _yes(codec.has_shape(row.sighting.value, "safe")),
+            _yes(codec.has_shape(row.sighting.value, "call")),
         )
         for row in rows
     ]
