@@ -282,19 +282,16 @@ class ToolId:
     def _stream_callable(
         self, flow: http.HTTPFlow, rewriter: StreamRewriter, observe: bool
     ) -> Callable[[bytes], bytes | Iterable[bytes]]:
-        reported = 0
-        noted = 0
-
         def rewrite_chunk(data: bytes) -> bytes | Iterable[bytes]:
-            nonlocal reported, noted
             try:
                 out = rewriter.feed(data) if data else rewriter.finish()
-                if len(rewriter.changes) > noted:
-                    self._note(flow, "response", rewriter.changes[noted:])
-                    noted = len(rewriter.changes)
-                for problem in rewriter.problems[reported:]:
+                # Drain what the rewriter reported: the flow's records are capped, so an
+                # endless stream holds no growing list here either.
+                self._note(flow, "response", rewriter.changes)
+                rewriter.changes.clear()
+                for problem in rewriter.problems:
                     self._problem(flow, problem)
-                reported = len(rewriter.problems)
+                rewriter.problems.clear()
             except Exception as exc:  # never let an exception reach mitmproxy's stream loop
                 self._problem(flow, f"stream rewriting failed: {exc!r}")
                 return data
