@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import zlib
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, cast
 
 import brotli
-
-try:
-    from compression import zstd  # type: ignore[import-not-found,unused-ignore]
-except ImportError:  # Python < 3.14: the backport mitmproxy itself depends on
-    from backports import zstd
 
 
 class Decompressor(Protocol):
@@ -19,6 +16,33 @@ class Decompressor(Protocol):
     def decompress(self, data: bytes) -> bytes: ...
 
     def flush(self) -> bytes: ...
+
+
+class _ZstdFrame(Protocol):
+    """Decodes one zstd frame (``compression.zstd.ZstdDecompressor`` and look-alikes)."""
+
+    eof: bool
+    unused_data: bytes
+
+    def decompress(self, data: bytes) -> bytes: ...
+
+
+def _zstd_frame_factory() -> Callable[[], _ZstdFrame] | None:
+    """Whichever zstd this Python has: ``compression.zstd`` (3.14+), ``backports.zstd``
+    (mitmproxy >= 12.3 depends on it) or ``zstandard`` (mitmproxy < 12.3); None without."""
+    for name in ("compression.zstd", "backports.zstd"):
+        try:
+            return cast(Callable[[], _ZstdFrame], importlib.import_module(name).ZstdDecompressor)
+        except ImportError:
+            pass
+    try:
+        import zstandard  # noqa: PLC0415
+    except ImportError:
+        return None
+    return lambda: cast(_ZstdFrame, zstandard.ZstdDecompressor().decompressobj())
+
+
+_new_zstd_frame = _zstd_frame_factory()
 
 
 class _Zlib:
@@ -82,9 +106,9 @@ class _Brotli:
 class _Zstd:
     """zstd, including several concatenated frames."""
 
-    def __init__(self) -> None:
-        self._new = zstd.ZstdDecompressor
-        self._inner = self._new()
+    def __init__(self, new_frame: Callable[[], _ZstdFrame]) -> None:
+        self._new = new_frame
+        self._inner = new_frame()
         self._mid_frame = False
 
     def decompress(self, data: bytes) -> bytes:
@@ -119,5 +143,10 @@ def for_encoding(content_encoding: str) -> Decompressor | None:
     if name == "br":
         return _Brotli()
     if name == "zstd":
-        return _Zstd()
+        if _new_zstd_frame is None:
+            raise ValueError(
+                "cannot decode content-encoding 'zstd': this Python has no zstd module "
+                "(compression.zstd, backports.zstd or zstandard)"
+            )
+        return _Zstd(_new_zstd_frame)
     raise ValueError(f"unsupported content-encoding {content_encoding!r}")

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -65,9 +66,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _clean_env() -> dict[str, str]:
+def _clean_env(repo_on_path: bool = True) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env["PYTHONUNBUFFERED"] = "1"  # log lines reach the file as they are written
+    if not repo_on_path:
+        env.pop("PYTHONPATH", None)
+        return env
     # the addon imports toolid: find it in this checkout even if it is not installed
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     return env
@@ -83,11 +87,20 @@ class Mitmdump:
         options: dict[str, str],
         env: dict[str, str] | None = None,
         scripts: list[Path] | None = None,
+        *,
+        executable: Path | None = None,
+        addon: Path | None = ADDON,
+        isolated: bool = False,
     ) -> None:
         self.mode = mode
         self.options = options
         self.env = env or {}  # extra environment variables for the subprocess
         self.scripts = scripts or []  # more addons, loaded after toolid
+        self.executable = executable  # default: the suite's own mitmdump
+        self.addon = addon  # None: no -s (e.g. the scripts of confdir/config.yaml)
+        # isolated: run as a user would, in workdir, without this checkout on PYTHONPATH
+        self.isolated = isolated
+        self.cwd = workdir if isolated else REPO_ROOT  # a relative addon path starts here
         self.confdir = workdir / "confdir"
         self.confdir.mkdir(parents=True)
         self.log_path = workdir / "mitmdump.log"
@@ -104,9 +117,8 @@ class Mitmdump:
 
     def command(self) -> list[str]:
         cmd = [
-            _mitmdump_executable(),
-            "-s",
-            str(ADDON),
+            str(self.executable or _mitmdump_executable()),
+            *(["-s", str(self.addon)] if self.addon else []),
             "--listen-host",
             "127.0.0.1",
             "--listen-port",
@@ -124,11 +136,12 @@ class Mitmdump:
             cmd += ["--set", f"{name}={value}"]
         return cmd
 
-    def start(self) -> None:
-        if not ADDON.exists():
-            pytest.fail(f"addon not found: {ADDON}")
+    def start(self, port: int = 0) -> None:
+        """Start on ``port``, or on a free port if 0 (a restart passes its old port)."""
+        if self.addon and not (self.cwd / self.addon).exists():
+            pytest.fail(f"addon not found: {self.addon}")
         for attempt in range(3):
-            self.port = free_port()
+            self.port = port or free_port()
             with self.log_path.open("ab") as log:
                 log.write(f"$ {' '.join(self.command())}\n".encode())
                 log.flush()
@@ -137,14 +150,14 @@ class Mitmdump:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
-                    env=_clean_env() | self.env,
-                    cwd=REPO_ROOT,
+                    env=_clean_env(repo_on_path=not self.isolated) | self.env,
+                    cwd=self.cwd,
                 )
             if self._wait_ready():
                 return
             # the port may have been taken between free_port() and mitmdump binding it
             self.stop()
-            if "Address already in use" not in self.log_text() or attempt == 2:
+            if "Address already in use" not in self.log_text() or attempt == 2 or port:
                 break
         pytest.fail(
             f"mitmdump did not start within {STARTUP_TIMEOUT:.0f}s "
@@ -266,6 +279,19 @@ class MitmdumpPool:
         self.instances[key] = inst
         inst.start()
         return inst
+
+    @contextmanager
+    def watching(self, inst: Mitmdump) -> Iterator[Mitmdump]:
+        """Start ``inst`` (made by the caller: another mitmdump, addon or working directory)
+        and health-check it after each test like the pool's own; stop it when done."""
+        key = ("watched", id(inst))
+        self.instances[key] = inst
+        try:
+            inst.start()
+            yield inst
+        finally:
+            del self.instances[key]
+            inst.stop()
 
     def close(self) -> None:
         for inst in self.instances.values():
