@@ -8,6 +8,8 @@ Run it with ``scripts/bench`` (or ``python -m bench``); ``--help`` lists the opt
 - ``proxy``: starts ``mitmdump`` (with and without the addon) and reads its memory.
 - ``library``: times ``toolid.body`` / ``toolid.stream`` against ``json.loads`` / ``bytes.find``.
 - ``run``: the command line, the table and the JSON report.
+- ``scaleout`` (``python -m bench.scaleout``): one proxy process against N behind HAProxy.
+- ``haproxy``: installs and runs HAProxy with ``deploy/haproxy.cfg`` (also for the e2e test).
 
 Nothing here asserts anything about speed; PASS/MISS next to a target is information.
 """

@@ -126,19 +126,10 @@ class Mitmdump:
         raise RuntimeError(f"mitmdump did not start: {' '.join(self.command)}\n{self.log_text()}")
 
     def log_text(self) -> str:
-        try:
-            return self.log_path.read_bytes().decode("utf-8", "replace")
-        except FileNotFoundError:
-            return ""
+        return read_log(self.log_path)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_process(self.proc)
 
     # --- memory (Linux /proc) --------------------------------------------------------------
 
@@ -161,9 +152,34 @@ class Mitmdump:
 
     def cpu_seconds(self) -> float:
         """User + system CPU time of the process so far."""
-        try:
-            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        ticks = os.sysconf("SC_CLK_TCK")
-        return (int(fields[11]) + int(fields[12])) / ticks
+        return cpu_seconds(self.pid)
+
+
+def read_log(path: Path) -> str:
+    """A subprocess's log file so far ("" before it exists)."""
+    try:
+        return path.read_bytes().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None) -> None:
+    """Terminate ``proc`` if it still runs (killed after 10 s), and reap it."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (0.0 if it cannot be read)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
