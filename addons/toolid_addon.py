@@ -12,17 +12,27 @@ every tool-call id annotated, see ``toolid.annotate``) and the commands ``toolid
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import re
+import sys
+import weakref
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from mitmproxy import command, contentviews, ctx, exceptions, http
 from mitmproxy import flow as mflow
 
-from toolid import PROFILES, annotate, body, codec, report, scope
+# mitmproxy puts only this file's folder on sys.path: an installed toolid is used if there is
+# one, else the checkout this file is in (__file__ may be relative: resolve it now).
+if importlib.util.find_spec("toolid") is None:
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
+
+from toolid import PROFILES, annotate, body, codec, report, rules, scope
 from toolid.apis import api_from_path
 from toolid.body import Change, Direction, Policy, RewriteError
+from toolid.occurrence import NOTHING_TAKEN, CallIds, Taken
 from toolid.positions import Api, Doc
 from toolid.stream import DEFAULT_MAX_EVENT_BYTES, StreamRewriter
 
@@ -53,9 +63,17 @@ class ToolId:
 
     def __init__(self) -> None:
         self.hosts: tuple[scope.HostPattern, ...] = scope.parse(["*"])
-        self.strict_hosts: tuple[scope.HostPattern, ...] = scope.parse(scope.DEFAULT_STRICT_HOSTS)
+        # Which rule set each upstream host has: the user's toolid_host_rules, then
+        # toolid_strict_hosts (the safe rule set), then the official APIs' own.
+        self.host_rules: tuple[tuple[scope.HostPattern, str], ...] = ()
+        self.strict_hosts: tuple[scope.HostPattern, ...] = ()
         self.view = ToolIdView()
         self._allow_hosts_set: list[str] = []  # the allow_hosts value toolid put in place
+        # The ids each in-flight flow's request history defines, for its response's
+        # occurrence tags: per flow, gone with the flow (the proxy keeps no state across).
+        self._taken: weakref.WeakKeyDictionary[http.HTTPFlow, Taken] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def load(self, loader: Any) -> None:
         contentviews.add(self.view)  # keyed by name: a reloaded script replaces it
@@ -67,11 +85,22 @@ class ToolId:
             "*.example.com, localhost:8000 (repeat the option or separate with commas).",
         )
         loader.add_option(
+            "toolid_host_rules",
+            Sequence[str],
+            [],
+            "Id rules of upstream hosts, as HOST=RULESET (repeat the option or separate with "
+            f"commas); rule sets: {', '.join([*rules.RULE_SETS, rules.NO_RULES])}. Requests "
+            "to such a host get ids it accepts (restored, as sent, or a mapped form), and "
+            "distinct call ids. Adds to and overrides the built-in "
+            f"{', '.join(rules.DEFAULT_HOST_RULES)}.",
+        )
+        loader.add_option(
             "toolid_strict_hosts",
             Sequence[str],
-            list(scope.DEFAULT_STRICT_HOSTS),
-            "Upstreams that reject ids outside [A-Za-z0-9_-]+: requests to them keep the "
-            "client id wherever the restored raw id would be rejected.",
+            [],
+            "Upstreams that reject ids outside [A-Za-z0-9_-]+ (and duplicates): the same as "
+            "toolid_host_rules HOST=safe for each (official API hosts have their own rule "
+            "sets already).",
         )
         loader.add_option(
             "toolid_profile",
@@ -101,6 +130,13 @@ class ToolId:
             self._tunnel_other_hosts()
         if "toolid_strict_hosts" in updated:
             self.strict_hosts = _parse_hosts("toolid_strict_hosts", ctx.options.toolid_strict_hosts)
+        if "toolid_host_rules" in updated:
+            try:
+                self.host_rules = scope.parse_assignments(
+                    ctx.options.toolid_host_rules, [*rules.RULE_SETS, rules.NO_RULES]
+                )
+            except ValueError as exc:
+                raise exceptions.OptionsError(f"toolid_host_rules: {exc}") from None
         for option, allowed in (("toolid_profile", PROFILES), ("toolid_mode", MODES)):
             if option in updated and getattr(ctx.options, option) not in allowed:
                 raise exceptions.OptionsError(
@@ -131,9 +167,12 @@ class ToolId:
     # --- commands ----------------------------------------------------------------------------
 
     @_command("toolid.encode")
-    def encode_id(self, tool_id: str) -> str:
-        """The client id for a raw upstream tool-call id (under the current toolid_profile)."""
-        return codec.encode(tool_id, ctx.options.toolid_profile)
+    def encode_id(self, tool_id: str, occurrence: int = 1) -> str:
+        """The client id for a raw upstream tool-call id (under the current toolid_profile);
+        occurrence 2 or more: the tagged id of the k-th call that carries it."""
+        if occurrence < 1:
+            raise exceptions.CommandError(f"occurrence must be 1 or more, not {occurrence}")
+        return codec.encode(tool_id, ctx.options.toolid_profile, occurrence)
 
     @_command("toolid.decode")
     def decode_id(self, tool_id: str) -> str:
@@ -178,6 +217,9 @@ class ToolId:
             self._start_stream(flow, response)
         except Exception as exc:
             self._problem(flow, f"stream passed unchanged: {exc}")
+            # Still streamed (as is): buffered, an event stream would reach the agent at its end.
+            response.stream = True
+            _record(flow)["streamed"] = True
 
     def response(self, flow: http.HTTPFlow) -> None:
         if flow.response is None or not flow.live or not self._in_scope(flow):
@@ -189,9 +231,11 @@ class ToolId:
                 self._problem(flow, "response was streamed by another option; ids not rewritten")
         except Exception as exc:
             self._problem(flow, f"response left unchanged: unexpected error {exc!r}")
+        self._taken.pop(flow, None)  # a flow kept for the UI keeps no request copy
         self._finish(flow)
 
     def error(self, flow: http.HTTPFlow) -> None:
+        self._taken.pop(flow, None)
         if "toolid" in flow.metadata:
             self._finish(flow)
 
@@ -209,16 +253,22 @@ class ToolId:
         observe = ctx.options.toolid_mode == "observe"
         if api is not None and not observe and _STREAM_REQUESTED.search(content):
             request.headers["accept-encoding"] = "identity"
-        policy = Policy(Direction.DECODE, ctx.options.toolid_profile, self._is_strict(flow))
+        policy = Policy(Direction.DECODE, ctx.options.toolid_profile, self._rules_for(flow))
         plan = self._rewrite_body(flow, request, content, api, policy)
         if plan.api is not None:
             _record(flow)["api"] = plan.api.value
+        self._taken[flow] = Taken(content, plan.api or api)
 
     def _rewrite_response(self, flow: http.HTTPFlow, response: http.Response) -> None:
         content = self._json_body(flow, response, "response")
         if content is not None:
             policy = Policy(Direction.ENCODE, ctx.options.toolid_profile)
-            self._rewrite_body(flow, response, content, _api_of(flow), policy)
+            calls = self._calls(flow, policy)
+            self._rewrite_body(flow, response, content, _api_of(flow), policy, calls=calls)
+
+    def _calls(self, flow: http.HTTPFlow, policy: Policy) -> CallIds:
+        """The client ids of the response's tool calls, tagged against its request's history."""
+        return CallIds(policy.profile, self._taken.pop(flow, NOTHING_TAKEN))
 
     def _json_body(self, flow: http.HTTPFlow, message: http.Message, side: str) -> bytes | None:
         """The decoded body of a JSON message; None when absent, empty or not JSON, or when
@@ -240,10 +290,12 @@ class ToolId:
         content: bytes,
         api: Api | None,
         policy: Policy,
+        *,
+        calls: CallIds | None = None,
     ) -> body.Plan:
         side = "request" if policy.direction is Direction.DECODE else "response"
         doc = Doc.REQUEST if side == "request" else Doc.RESPONSE
-        new, plan = self._apply(flow, content, api, doc, policy)
+        new, plan = self._apply(flow, content, api, doc, policy, calls=calls)
         self._note(flow, side, plan.changes)
         self._comment(flow)
         if new is not content:
@@ -251,10 +303,17 @@ class ToolId:
         return plan
 
     def _apply(
-        self, flow: http.HTTPFlow, content: bytes, api: Api | None, doc: Doc, policy: Policy
+        self,
+        flow: http.HTTPFlow,
+        content: bytes,
+        api: Api | None,
+        doc: Doc,
+        policy: Policy,
+        *,
+        calls: CallIds | None,
     ) -> tuple[bytes, body.Plan]:
         try:
-            new, plan = body.rewrite(content, api, doc, policy)
+            new, plan = body.rewrite(content, api, doc, policy, calls)
         except RewriteError as exc:
             self._problem(flow, f"{doc.value} left unchanged: {exc}")
             return content, body.NOTHING
@@ -270,6 +329,7 @@ class ToolId:
             policy,
             content_encoding=encoding,
             max_event_bytes=ctx.options.toolid_max_event_bytes,
+            calls=self._calls(flow, policy),
         )
         observe = ctx.options.toolid_mode == "observe"
         _record(flow)["streamed"] = True
@@ -307,8 +367,15 @@ class ToolId:
     def _in_scope(self, flow: http.HTTPFlow) -> bool:
         return scope.covers(self.hosts, flow.request.host, flow.request.port)
 
-    def _is_strict(self, flow: http.HTTPFlow) -> bool:
-        return scope.covers(self.strict_hosts, flow.request.host, flow.request.port)
+    def _rules_for(self, flow: http.HTTPFlow) -> rules.RuleSet | None:
+        """The id rules of the flow's upstream (None: it takes any id)."""
+        host, port = flow.request.host, flow.request.port
+        name = scope.first(self.host_rules, host, port)
+        if name is None and scope.covers(self.strict_hosts, host, port):
+            name = "safe"
+        if name is None:
+            name = scope.first(_DEFAULT_HOST_RULES, host, port)
+        return rules.RULE_SETS.get(name or rules.NO_RULES)
 
     def _note(self, flow: http.HTTPFlow, side: str, changes: Sequence[Change]) -> None:
         """Record changes in the flow's metadata (at most MAX_RECORDS per side) and mark it."""
@@ -347,6 +414,9 @@ class ToolId:
         if record and (record.get("request") or record.get("response")):
             self._comment(flow)
             logger.info(f"{flow.comment} [{_describe(flow)}]")
+
+
+_DEFAULT_HOST_RULES = scope.parse_assignments(rules.DEFAULT_HOST_RULES, rules.RULE_SETS)
 
 
 def _record(flow: http.HTTPFlow) -> dict[str, Any]:
@@ -427,12 +497,18 @@ def _sightings_in(
         ("request", flow.request),
         ("response", flow.response),
     )
+    # A tagged client id names one call: follow its client id, never the raw id that
+    # other calls carry too.
+    by_raw = codec.occurrence(tool_id) == 1
     for side, message in sides:
         recorded = [
             (side, str(change.get("path")), str(change.get("action")))
             for change in record.get(side) or ()
             if isinstance(change, dict)
-            and (change.get("raw") in (raw, tool_id) or change.get("client") == tool_id)
+            and (
+                change.get("client") == tool_id
+                or (by_raw and change.get("raw") in (raw, tool_id))
+            )
         ]
         if recorded:
             found.extend(recorded)
@@ -442,7 +518,7 @@ def _sightings_in(
             continue
         kind = annotate.body_kind(content, message.headers.get("content-type"))
         for sighting in annotate.sightings(content, side, api, kind=kind):
-            if sighting.value == tool_id or sighting.raw == raw:
+            if sighting.value == tool_id or (by_raw and sighting.raw == raw):
                 event = "" if sighting.event is None else f"event {sighting.event} "
                 found.append((side, event + sighting.path, ""))
     return found

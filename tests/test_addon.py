@@ -269,6 +269,9 @@ def test_observe_mode_reports_but_changes_nothing(addon):
         ("toolid_hosts", ["bad host!"], "invalid host pattern 'bad host!'"),
         ("toolid_hosts", ["example.com:99999"], "invalid host pattern"),
         ("toolid_strict_hosts", ["a b"], "toolid_strict_hosts"),
+        ("toolid_host_rules", ["localhost:8000"], "toolid_host_rules: invalid entry"),
+        ("toolid_host_rules", ["localhost:8000=strictest"], "mistral"),
+        ("toolid_host_rules", ["bad host!=mistral"], "toolid_host_rules: invalid host pattern"),
         ("toolid_max_event_bytes", 0, "positive"),
         ("toolid_profile", "loose", "loose"),
         ("toolid_mode", "dry", "dry"),
@@ -446,9 +449,11 @@ def test_unsupported_encoding_stream_passes_unchanged(addon):
     toolid, _ = addon
     flow = sse_flow({"content-encoding": "compress"})
     toolid.responseheaders(flow)
-    assert not callable(flow.response.stream)
+    assert flow.response.stream is True  # streamed as is, never held until the end
     assert flow.response.headers["content-encoding"] == "compress"
     assert flow.marked == MARK_PROBLEM
+    toolid.response(flow)
+    assert len(flow.metadata["toolid"]["problems"]) == 1  # one warning, not a second one
 
 
 def test_observe_mode_stream_passes_bytes_unchanged(addon):
@@ -543,3 +548,120 @@ def test_stream_records_are_capped_and_summarised_once(addon):
     assert record["response_omitted"] == 200
     assert flow.comment.startswith(f"toolid: {MAX_RECORDS} encoded")
     assert flow.comment.endswith("(+200 more not recorded)")
+
+
+# --- occurrence tags: an upstream that reuses ids ----------------------------------------------
+
+
+def tool_loop_flow(toolid: ToolId, history: bytes, answer: bytes | None = None) -> tflow.HTTPFlow:
+    """A live flow whose request carries ``history``, through the request hook, then
+    answered by ``answer`` (buffered) through the response hook."""
+    flow = request_flow(history)
+    toolid.request(flow)
+    if answer is not None:
+        flow.response = tflow.tresp(content=answer)
+        flow.response.headers["content-type"] = "application/json"
+        toolid.response(flow)
+    return flow
+
+
+def test_reused_ids_get_tagged_against_the_requests_history(addon):
+    """The history holds the 1st call's client id: the same raw id in the answer is the 2nd
+    use; the upstream still gets its own id in the request."""
+    toolid, _ = addon
+    flow = tool_loop_flow(toolid, chat_request(CLIENT), chat_response(RAW))
+    assert f'"tool_call_id": "{RAW}"'.encode() in flow.request.content
+    second = encode(RAW, "safe", 2)
+    assert flow.response.content == chat_response(RAW).replace(
+        f'"id": "{RAW}"'.encode(), f'"id": "{second}"'.encode()
+    )
+    assert flow.metadata["toolid"]["response"][0]["occurrence"] == 2
+    assert f"{RAW} -> {second}, 2nd use of {RAW}" in flow.comment
+    assert not toolid._taken  # nothing kept once the flow is answered
+
+
+def test_reused_ids_in_a_stream(addon):
+    toolid, _ = addon
+    flow = tool_loop_flow(toolid, chat_request("call_0", stream=True))
+    flow.response = sse_flow().response
+    toolid.responseheaders(flow)
+    out = b"".join(drive(flow.response.stream, chat_stream("call_0"), 5))
+    assert out == chat_stream("call_0").replace(b'"call_0"', b'"tid1_call_0-_2"')
+
+
+def test_taken_sets_are_per_flow(addon):
+    """Another flow's history never tags this flow's ids (the proxy keeps no state)."""
+    toolid, _ = addon
+    tool_loop_flow(toolid, chat_request(CLIENT))  # never answered
+    flow = tool_loop_flow(toolid, chat_request("unrelated_0"), chat_response(RAW))
+    assert flow.response.content == chat_response(RAW).replace(
+        f'"id": "{RAW}"'.encode(), f'"id": "{CLIENT}"'.encode()
+    )
+
+
+def test_strict_hosts_get_tagged_ids_as_they_are(addon):
+    toolid, tctx = addon
+    tctx.configure(toolid, toolid_strict_hosts=["127.0.0.1"])
+    history = chat_request("tid1_call_0-_2")
+    flow = tool_loop_flow(toolid, history)
+    assert flow.request.content == history
+    assert flow.metadata["toolid"]["request"][0]["action"] == "kept"
+
+
+# --- destination rules -------------------------------------------------------------------------
+
+
+MISTRAL_HISTORY = chat_request("toolu_01AbC")
+
+
+def sent_ids(flow: tflow.HTTPFlow) -> list[str]:
+    """The call id and the result id the request carries after the request hook."""
+    messages = json.loads(flow.request.content)["messages"]
+    return [messages[1]["tool_calls"][0]["id"], messages[2]["tool_call_id"]]
+
+
+def test_host_rules_map_ids_the_host_would_reject(addon):
+    toolid, tctx = addon
+    tctx.configure(toolid, toolid_host_rules=["127.0.0.1:8000=mistral"])
+    flow = tool_loop_flow(toolid, MISTRAL_HISTORY)
+    call, result = sent_ids(flow)
+    assert call == result and len(call) == 9 and call.isalnum()
+    (record, _) = flow.metadata["toolid"]["request"]
+    assert record == {
+        "path": "messages[1].tool_calls[0].id",
+        "raw": "toolu_01AbC",
+        "client": "toolu_01AbC",
+        "action": "mapped",
+        "sent": call,
+        "rules": "mistral",
+    }
+    assert f"2 mapped (toolu_01AbC -> {call} for mistral)" in flow.comment
+    # another port of the same host: no rules, nothing to change
+    other = request_flow(MISTRAL_HISTORY, port=8001)
+    toolid.request(other)
+    assert other.request.content == MISTRAL_HISTORY
+
+
+@pytest.mark.parametrize(
+    ("settings", "host", "expected"),
+    [
+        ({}, "api.mistral.ai", "mapped"),  # built in
+        ({}, "api.openai.com", None),  # toolu_01AbC is fine for OpenAI
+        ({"toolid_host_rules": ["api.mistral.ai=none"]}, "api.mistral.ai", None),  # turned off
+        ({"toolid_strict_hosts": ["api.mistral.ai"]}, "api.mistral.ai", None),  # safe: takes it
+        (
+            {"toolid_strict_hosts": ["*.ai"], "toolid_host_rules": ["*.mistral.ai=mistral"]},
+            "api.mistral.ai",
+            "mapped",
+        ),
+        ({"toolid_host_rules": ["*.example.com=mistral,x.org=none"]}, "a.example.com", "mapped"),
+    ],
+)
+def test_which_rule_set_a_host_gets(addon, settings, host, expected):
+    """The user's toolid_host_rules, then toolid_strict_hosts (safe), then the built-ins."""
+    toolid, tctx = addon
+    tctx.configure(toolid, **settings)
+    flow = request_flow(MISTRAL_HISTORY, host=host, port=443)
+    toolid.request(flow)
+    actions = {r["action"] for r in flow.metadata.get("toolid", {}).get("request", [])}
+    assert actions == ({expected} if expected else set())

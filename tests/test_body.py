@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from tests.fuzz.oracle import client_ids
 from toolid import codec
 from toolid.body import (
     NOTHING,
@@ -31,10 +32,11 @@ from toolid.body import (
     rewrite,
 )
 from toolid.positions import Api, Doc, find_ids
+from toolid.rules import RULE_SETS
 
 ENCODE = Policy(Direction.ENCODE)
 DECODE = Policy(Direction.DECODE)
-STRICT = Policy(Direction.DECODE, strict=True)
+STRICT = Policy(Direction.DECODE, rules=RULE_SETS["safe"])
 ENCODE_CALL = Policy(Direction.ENCODE, profile="call")
 
 
@@ -446,8 +448,8 @@ def test_zoo_decode_strict(raw: str, client: str, restored: bytes) -> None:
         assert out is request  # the strict upstream would reject the raw id: keep the client's
         assert result.edits == ()
         assert result.changes == (
-            Change("messages[0].content[0].id", raw, client, "kept"),
-            Change("messages[1].content[0].tool_use_id", raw, client, "kept"),
+            Change("messages[0].content[0].id", raw, client, "kept", rules="safe"),
+            Change("messages[1].content[0].tool_use_id", raw, client, "kept", rules="safe"),
         )
 
 
@@ -464,7 +466,8 @@ def test_strict_decode_restores_call_profile_and_keeps_the_rest() -> None:
     assert expected.count(b'"toolu_01"') == 2
     assert out == expected
     assert Counter(c.action for c in result.changes) == {"restored": 2, "kept": 2}
-    assert Change("messages[0].content[1].id", "a.b", "tid1_a-2Eb", "kept") in result.changes
+    kept = Change("messages[0].content[1].id", "a.b", "tid1_a-2Eb", "kept", rules="safe")
+    assert kept in result.changes
     # not strict: both restored
     out, result = run(body, Api.MESSAGES, Doc.REQUEST, DECODE)
     assert out == expected.replace(b'"tid1_a-2Eb"', b'"a.b"')
@@ -1230,12 +1233,16 @@ def test_property_encode(data: Any, api_doc: tuple[Api, Doc], profile: Any, know
         return
     # (b) the parsed output is the parsed input with exactly the positions encoded
     expected = json.loads(body)
+    found = find_ids(expected, api, doc)
+    assert sorted(f.path for f in found) == sorted(path for path, _ in builder.ids)
+    clients = client_ids(found, profile)  # occurrence tags for raw ids used twice
     changed = {}
-    for path, raw in builder.ids:
-        client = codec.encode(raw, profile)
-        set_path(expected, path, client)
-        if client != raw:
-            changed[path] = (raw, client)
+    for f in found:
+        client = clients[(id(f.holder), f.key)]
+        if client != f.value:
+            changed[f.path] = (f.value, client)
+    for f in found:
+        f.holder[f.key] = clients[(id(f.holder), f.key)]
     if result.api is None:
         # the byte check found no candidate, or (api unknown) the shape did not tell
         assert out is body
@@ -1290,37 +1297,32 @@ def check_edits(body: bytes, out: bytes, result: Plan, changed: dict[str, tuple[
 
 
 @PROPERTY
-@given(st.data(), API_DOCS, PROFILES, st.booleans(), st.booleans())
-def test_property_decode(
-    data: Any, api_doc: tuple[Api, Doc], profile: Any, strict: bool, known: bool
-) -> None:
+@given(st.data(), API_DOCS, PROFILES, st.booleans())
+def test_property_decode(data: Any, api_doc: tuple[Api, Doc], profile: Any, known: bool) -> None:
+    """Restoring for a host without rules (hosts with rules: tests/test_rules.py)."""
     api, doc = api_doc
     builder = Builder(data.draw, lambda raw: codec.encode(raw, profile))
     document = builder.document(api, doc)
     body, valid, _ = dumps(data.draw, document)
     assume(valid)  # client ids are ASCII; only filler could hold raw surrogates
-    policy = Policy(Direction.DECODE, profile=profile, strict=strict)
+    policy = Policy(Direction.DECODE, profile=profile)
     out, result = rewrite(body, api if known else None, doc, policy)
     expected = json.loads(body)
     changed = {}
-    kept = {}
     for path, raw in builder.ids:
         client = codec.encode(raw, profile)
         if client == raw:
-            continue
-        if strict and not re.fullmatch(r"[A-Za-z0-9_-]+", raw):
-            kept[path] = (raw, client)
             continue
         set_path(expected, path, raw)
         changed[path] = (raw, client)
     if result.api is None:
         assert out is body
-        assert not known or not (changed or kept)
+        assert not known or not changed
         return
     assert result.api is api
     assert json.loads(out) == expected
-    assert {c.path: (c.raw, c.client) for c in result.changes if c.action == "restored"} == changed
-    assert {c.path: (c.raw, c.client) for c in result.changes if c.action == "kept"} == kept
+    assert {c.path: (c.raw, c.client) for c in result.changes} == changed
+    assert {c.action for c in result.changes} <= {"restored"}
     out.decode("utf-8")  # restored literals never spell raw surrogate bytes
     if not changed:
         assert out is body

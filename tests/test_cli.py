@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from toolid import cli
 from toolid.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,6 +127,22 @@ def test_main_usage_errors(argv: list[str], capsys: pytest.CaptureFixture[str]) 
     assert "error:" in captured.err
 
 
+def test_main_addon_path_in_a_checkout(capsys: pytest.CaptureFixture[str]) -> None:
+    """From a checkout: its addons/ file (installed, the wheel's copy: test_e2e_versions)."""
+    assert main(["addon-path"]) == 0
+    assert capsys.readouterr().out == f"{ROOT / 'addons' / 'toolid_addon.py'}\n"
+
+
+def test_main_addon_path_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli, "__file__", str(tmp_path / "toolid" / "cli.py"))
+    assert main(["addon-path"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "no addons/toolid_addon.py" in captured.err
+
+
 # --- python -m toolid -------------------------------------------------------------------
 
 
@@ -172,3 +189,27 @@ def test_module_bad_profile() -> None:
     assert r.returncode == 2
     assert r.stdout == b""
     assert b"invalid choice: 'bad'" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "out"),
+    [
+        (["encode", "--occurrence", "2", "functions.Glob:0"], "tid1_functions-2EGlob-3A0-_2\n"),
+        (["encode", "--occurrence", "12", "pwd_0"], "tid1_pwd_0-_12\n"),
+        (["encode", "--occurrence", "1", "call_0"], "call_0\n"),
+        (["encode", "--profile", "call", "--occurrence", "2", "call_0"], "call_tid1_call_0-_2\n"),
+        (
+            ["decode", "tid1_functions-2EGlob-3A0-_3", "tid1_call_0-_02"],
+            "functions.Glob:0\ntid1_call_0-_02\n",
+        ),
+    ],
+)
+def test_main_occurrence(argv: list[str], out: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 0
+    assert capsys.readouterr().out == out
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "two", ""])
+def test_main_bad_occurrence(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["encode", f"--occurrence={bad}", "x"]) == 2
+    assert "--occurrence" in capsys.readouterr().err

@@ -12,10 +12,13 @@ from hypothesis import strategies as st
 from toolid.codec import (
     PREFIXES,
     PROFILES,
+    TAG,
     Profile,
     decode,
     encode,
     is_strict_safe,
+    occurrence,
+    parse,
     passes,
     profile_of,
 )
@@ -101,6 +104,7 @@ def client_like(draw: st.DrawFn) -> str:
         st.binary(max_size=4).map(lambda b: _spell(b, escape_all=True)),
         raw_ids.map(lambda s: _spell(s.encode("utf-8", "surrogatepass"))),
         any_char,
+        st.from_regex(r"-_[0-9]{0,3}", fullmatch=True),  # occurrence tags, canonical or not
     )
     return prefix + "".join(draw(st.lists(token, max_size=8)))
 
@@ -232,7 +236,77 @@ def test_decode_total_and_canonical(s: str) -> None:
     if raw != s:
         profile = profile_of(s)
         assert profile is not None
-        assert encode(raw, profile) == s
+        assert encode(raw, profile, occurrence(s)) == s
+
+
+# --- occurrence tags --------------------------------------------------------------------
+
+occurrences = st.integers(min_value=2, max_value=10**6)
+
+
+@given(raw_ids, profiles, occurrences)
+@example("call_0", "safe", 2)
+@example("", "call", 10)
+def test_tagged_round_trip(raw: str, profile: Profile, k: int) -> None:
+    client = encode(raw, profile, k)
+    assert parse(client) == (raw, k)
+    assert decode(client) == raw
+    assert SAFE_RULE.fullmatch(client)
+    assert client.startswith(PREFIXES[profile])  # always escaped, even for a passing raw id
+
+
+@given(raw_ids, raw_ids, profiles, occurrences, st.integers(min_value=1, max_value=10**6))
+def test_tagged_injective_and_never_untagged(
+    a: str, b: str, profile: Profile, k: int, j: int
+) -> None:
+    """(raw, k) -> client id is injective, and a tagged id is never any untagged one."""
+    tagged = encode(a, profile, k)
+    assert tagged != encode(b, profile)
+    if (a, k) != (b, j):
+        assert tagged != encode(b, profile, j)
+
+
+@given(raw_ids, profiles, occurrences)
+def test_non_canonical_tags_are_left_alone(raw: str, profile: Profile, k: int) -> None:
+    client = encode(raw, profile, k)
+    payload, _, number = client.rpartition(TAG)
+    variants = (f"{payload}{TAG}0{number}", f"{payload}{TAG}1", f"{payload}{TAG}", client + "-_2")
+    for variant in variants:
+        assert decode(variant) == variant
+
+
+def test_huge_occurrence_still_decodes() -> None:
+    digits = "9" * 5000  # past Python's default int-from-text limit
+    assert parse(f"tid1_x-_{digits}") == ("x", 10**5000 - 1)
+
+
+def test_bad_occurrence() -> None:
+    with pytest.raises(ValueError, match="occurrence"):
+        encode("x", "safe", 0)
+
+
+TAG_EXAMPLES: list[tuple[str, int, Profile, str]] = [
+    ("functions.Glob:0", 1, "safe", "tid1_functions-2EGlob-3A0"),
+    ("functions.Glob:0", 2, "safe", "tid1_functions-2EGlob-3A0-_2"),
+    ("call_0", 1, "safe", "call_0"),
+    ("call_0", 3, "safe", "tid1_call_0-_3"),
+    ("call_0", 2, "call", "call_tid1_call_0-_2"),
+    ("pwd_0", 12, "safe", "tid1_pwd_0-_12"),
+]
+
+
+@pytest.mark.parametrize(("raw", "k", "profile", "client"), TAG_EXAMPLES)
+def test_tag_spec_examples(raw: str, k: int, profile: Profile, client: str) -> None:
+    assert encode(raw, profile, k) == client
+    assert parse(client) == (raw, k)
+
+
+@pytest.mark.parametrize(
+    "client", ["tid1_call_0-_1", "tid1_call_0-_02", "tid1_call_0-_", "tid1_x-_2-_3"]
+)
+def test_tag_spec_not_decoded(client: str) -> None:
+    assert decode(client) == client
+    assert parse(client) == (client, 1)
 
 
 # --- examples ---------------------------------------------------------------------------

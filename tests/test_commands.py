@@ -273,3 +273,33 @@ def test_observe_mode_flows_are_marked_and_commented(addon):
     toolid.request(request)
     assert request.marked == MARK_CHANGED
     assert request.comment == f"toolid (observe): would restore 2 ({CLIENT} -> {RAW})"
+
+
+def test_encode_with_an_occurrence(addon):
+    toolid, _, tctx = addon
+    assert tctx.command(toolid.encode_id, "functions.Glob:0", 3) == "tid1_functions-2EGlob-3A0-_3"
+    assert tctx.command(toolid.encode_id, "call_0", 1) == "call_0"
+    assert tctx.command(toolid.decode_id, "tid1_call_0-_2") == "call_0"
+    with pytest.raises(exceptions.CommandError, match="occurrence"):
+        tctx.command(toolid.encode_id, "call_0", 0)
+    commands = tctx.master.commands
+    assert commands.call_strings("toolid.encode", ["call_0", "2"]) == "tid1_call_0-_2"
+
+
+def test_trace_follows_one_tagged_call(addon):
+    """Two calls share a raw id: tracing the tagged client id finds only the 2nd call."""
+    toolid, flows, tctx = addon
+    first = live_response(chat_response(RAW))
+    toolid.response(first)
+    second = live_request(chat_request(CLIENT))
+    toolid.request(second)
+    second.response = tflow.tresp(content=chat_response(RAW))
+    second.response.headers["content-type"] = "application/json"
+    toolid.response(second)  # the 2nd use: tagged
+    tagged = encode(RAW, "safe", 2)
+    flows.add([first, second])
+    assert tctx.command(toolid.trace, tagged) == [
+        "#2 POST /v1/chat/completions response choices[0].message.tool_calls[0].id "
+        "(created, encoded)"
+    ]
+    assert len(tctx.command(toolid.trace, RAW)) == 4  # the raw id: every use

@@ -36,10 +36,27 @@ def inspect(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[s
     return status, [line.split() for line in out.splitlines()], err
 
 
+HEADINGS = ["WHERE", "PATH", "API", "ID", "RAW", "CLIENT", "SAFE", "CALL", "REUSED"]
+
+
 def rows_of(table: list[list[str]]) -> list[list[str]]:
-    """The data rows: after the headings, before the summary."""
-    assert table[0] == ["WHERE", "PATH", "API", "ID", "RAW", "SAFE", "CALL"]
-    return table[1:-1]
+    """The data rows (after the headings, before the summary), without the CLIENT and REUSED
+    columns (see ``client_columns``)."""
+    return [row[:-3] + row[-2:] for row in full_rows(table)]
+
+
+def full_rows(table: list[list[str]]) -> list[list[str]]:
+    """The data rows with every column; an empty REUSED cell is no word."""
+    assert table[0] == HEADINGS
+    return [row[:-1] if row[-1].endswith("x") else row for row in table[1:-1]]
+
+
+def client_columns(table: list[list[str]]) -> list[tuple[str, str]]:
+    """(CLIENT, REUSED) of each data row."""
+    assert table[0] == HEADINGS
+    return [
+        (row[-4], row[-1]) if row[-1].endswith("x") else (row[-3], "") for row in table[1:-1]
+    ]
 
 
 # --- every input kind ------------------------------------------------------------------------
@@ -467,3 +484,77 @@ def test_sightings_use_the_table_for_a_known_api():
     ]
     assert annotate.sightings(body, "response") == []  # not a response shape
     assert annotate.sightings(b"<html>", "response") == []
+
+
+# --- reused ids: the CLIENT and REUSED columns, --json ------------------------------------------
+
+GLOB = "functions.Glob:0"
+
+
+def reused_history() -> bytes:
+    """A Messages history as a server that reuses ids left it (no toolid in between)."""
+    messages: list[object] = [{"role": "user", "content": "list"}]
+    for _ in range(3):
+        messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": GLOB}]})
+        messages.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": GLOB}]}
+        )
+    return json.dumps({"model": "m", "messages": messages}).encode()
+
+
+def test_reused_ids_are_flagged_with_the_client_ids_toolid_gives(capsys, tmp_path):
+    path = tmp_path / "history.json"
+    path.write_bytes(reused_history())
+    code, table, _ = inspect(capsys, str(path))
+    assert code == 1  # Anthropic rejects a history that defines one id three times
+    tags = [encode(GLOB, "safe", k) for k in (1, 2, 3)]
+    assert client_columns(table) == [
+        (tags[0], "3x"),
+        (tags[0], ""),  # each result refers to the nearest call before it
+        (tags[1], "3x"),
+        (tags[1], ""),
+        (tags[2], "3x"),
+        (tags[2], ""),
+    ]
+    assert "1 defined by more than one call of a conversation" in " ".join(table[-1])
+
+
+def test_one_call_in_many_events_is_not_reused(capsys):
+    """A stream mentions each call in several events: still one definition."""
+    _, table, _ = inspect(capsys, str(DATA / "responses_stream.sse"))
+    assert [reused for _, reused in client_columns(table)] == [""] * 5
+    assert {client for client, _ in client_columns(table)} == {RESPONSES_ENC, "fc_1"}
+
+
+def test_json_output(capsys, tmp_path):
+    path = tmp_path / "history.json"
+    path.write_bytes(reused_history())
+    assert main(["inspect", "--json", str(path)]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0] == {
+        "where": "body",
+        "path": "messages[1].content[0].id",
+        "api": "messages",
+        "role": "defines",
+        "id": GLOB,
+        "raw": GLOB,
+        "client": encode(GLOB),
+        "safe": False,
+        "call": False,
+        "defined": 3,
+    }
+    assert [row["role"] for row in rows] == ["defines", "refers"] * 3
+    assert [row["client"] for row in rows][4] == encode(GLOB, "safe", 3)
+
+
+def test_a_history_through_toolid_conforms(capsys, tmp_path):
+    """What the client holds after three turns through toolid: unique, safe, unchanged."""
+    history = reused_history()
+    for k in (1, 2, 3):  # each call and its result
+        history = history.replace(f'"{GLOB}"'.encode(), f'"{encode(GLOB, "safe", k)}"'.encode(), 2)
+    path = tmp_path / "history.json"
+    path.write_bytes(history)
+    code, table, _ = inspect(capsys, str(path))
+    assert code == 0
+    tags = [encode(GLOB, "safe", k) for k in (1, 2, 3)]
+    assert client_columns(table) == [(tag, "") for tag in tags for _ in range(2)]

@@ -47,10 +47,10 @@ def assert_found(document: Any, api: Api, doc: Doc, expected: list[tuple[str, st
 def test_every_position_compiles_and_is_served() -> None:
     for api, docs in TABLE.items():
         assert set(docs) == set(Doc)
-        for doc, paths in docs.items():
+        for doc, entries in docs.items():
             compiled = positions(api, doc)
-            assert [p.notation for p in compiled] == list(paths)
-            for position, path in zip(compiled, paths, strict=True):
+            assert [(p.notation, p.role) for p in compiled] == list(entries)
+            for position, (path, _) in zip(compiled, entries, strict=True):
                 assert position.steps == _compile(path)
                 assert position.key in ID_KEYS
     assert set(TABLE) == set(Api)

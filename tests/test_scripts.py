@@ -148,6 +148,8 @@ def test_dry_run_web(tmp_path: Path) -> None:
         "--set",
         "web_open_browser=false",
         "--set",
+        "store_streamed_bodies=true",  # the UI shows streamed responses (before the user's)
+        "--set",
         "confdir=/tmp/toolid-conf",
     ]
     assert "http://127.0.0.1:8081" in out
@@ -156,7 +158,13 @@ def test_dry_run_web(tmp_path: Path) -> None:
 
 def test_dry_run_console(tmp_path: Path) -> None:
     root, cmd, _ = _dry_run(tmp_path, "--console", "-p", "9002")
-    assert cmd == [*_defaults(root, "mitmproxy"), "-p", "9002"]
+    assert cmd == [
+        *_defaults(root, "mitmproxy"),
+        "--set",
+        "store_streamed_bodies=true",
+        "-p",
+        "9002",
+    ]
 
 
 def test_set_listen_options_replace_the_defaults(tmp_path: Path) -> None:

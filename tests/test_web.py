@@ -9,7 +9,10 @@ in front of a tiny local Chat Completions upstream, then checks that:
   (that part is skipped when the machine has none);
 - a flow sent through the proxy shows up in mitmweb's ``/flows`` API with the toolid
   comment, and mitmweb offers the ``toolid`` contentview for its response, with the
-  encoded id annotated with the raw one (also as the view ``auto`` picks).
+  encoded id annotated with the raw one (also as the view ``auto`` picks);
+- a streamed (SSE) answer to a history that already holds that id is stored for the UI
+  (``store_streamed_bodies``), and the toolid view shows it event by event with the
+  occurrence-tagged id named as the 2nd use of the raw id.
 """
 
 from __future__ import annotations
@@ -68,16 +71,33 @@ CHAT_RESPONSE: dict[str, Any] = {
 }
 
 
+def chat_stream() -> bytes:
+    """The same tool call as ``CHAT_RESPONSE``, as Chat Completions SSE chunks."""
+    call = dict(CHAT_RESPONSE["choices"][0]["message"]["tool_calls"][0], index=0)
+    chunks = [
+        {"id": "c", "choices": [{"index": 0, "delta": {"role": "assistant"}}]},
+        {"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [call]}}]},
+        {"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    ]
+    events = [b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks]
+    return b"".join(events) + b"data: [DONE]\n\n"
+
+
 class _Upstream(BaseHTTPRequestHandler):
-    """Answers every POST with one Chat Completions tool call whose id is ``RAW``."""
+    """Answers every POST with one Chat Completions tool call whose id is ``RAW`` (the same
+    id every time, as servers that reuse ids do), streamed when the request asks."""
 
     protocol_version = "HTTP/1.1"
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        data = json.dumps(CHAT_RESPONSE, separators=(",", ":")).encode()
+        request = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        if request.get("stream"):
+            data, content_type = chat_stream(), "text/event-stream"
+        else:
+            data = json.dumps(CHAT_RESPONSE, separators=(",", ":")).encode()
+            content_type = "application/json"
         self.send_response(200)
-        self.send_header("content-type", "application/json")
+        self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -241,7 +261,7 @@ def check_web(base: str, token: str, proxy_port: int, log: Path) -> None:
 
         # mitmweb's API (bearer token) lists the flow with toolid's comment.
         web.headers["Authorization"] = f"Bearer {token}"
-        flow = wait_for_flow(web, log)
+        flow = wait_for_flow(web, log, 1)
         assert flow["comment"] == COMMENT
         assert flow["request"]["path"] == "/v1/chat/completions"
 
@@ -260,16 +280,45 @@ def check_web(base: str, token: str, proxy_port: int, log: Path) -> None:
             (id_line,) = [line for line in text.splitlines() if f'"id": "{ENCODED}"' in line]
             assert id_line.endswith(f"# ⟵ raw {RAW}"), text
 
+        check_streamed_flow(web, proxy_port, log)
 
-def wait_for_flow(web: httpx.Client, log: Path) -> dict[str, Any]:
-    """The one flow of the web UI, once its response is in and toolid has commented on it."""
+
+def check_streamed_flow(web: httpx.Client, proxy_port: int, log: Path) -> None:
+    """The next turn, streamed: the history holds ENCODED, the upstream reuses RAW."""
+    history = [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "tool_calls": [{"id": ENCODED, "type": "function"}]},
+        {"role": "tool", "tool_call_id": ENCODED, "content": "sunny"},
+    ]
+    with httpx.Client(trust_env=False, timeout=5) as client:
+        reply = client.post(
+            f"http://127.0.0.1:{proxy_port}/v1/chat/completions",
+            json={"model": "m", "stream": True, "messages": history},
+        )
+    tagged = f"{ENCODED}-_2"
+    assert reply.status_code == 200, reply.text
+    assert f'"id": "{tagged}"' in reply.text
+
+    flow = wait_for_flow(web, log, 2)
+    shown = web.get(f"/flows/{flow['id']}/response/content/toolid.json")
+    assert shown.status_code == 200, shown.text
+    text = shown.json()["text"]
+    assert "[content missing]" not in text
+    assert "4 events" in text and "# event 2" in text
+    (id_line,) = [line for line in text.splitlines() if f'"id": "{tagged}"' in line]
+    assert id_line.endswith(f"# ⟵ 2nd use of {RAW}"), text
+
+
+def wait_for_flow(web: httpx.Client, log: Path, count: int) -> dict[str, Any]:
+    """The web UI's ``count``-th flow, once there are ``count``, its response is in and
+    toolid has commented on it."""
     deadline = time.monotonic() + 5
     flows: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
         response = web.get("/flows.json")
         assert response.status_code == 200, response.text
         flows = response.json()
-        if len(flows) == 1 and flows[0].get("response") and flows[0]["comment"]:
-            return flows[0]
+        if len(flows) == count and flows[-1].get("response") and flows[-1]["comment"]:
+            return flows[-1]
         time.sleep(0.05)
     pytest.fail(f"no commented flow in mitmweb's /flows: {flows}\nlog:\n{read(log)}")

@@ -24,8 +24,8 @@ from typing import Any, Final, Literal
 
 from toolid import codec
 from toolid.apis import api_from_shape
-from toolid.positions import Api, Doc, Found, find_ids
-from toolid.report import show
+from toolid.positions import DEFINES, Api, Call, Doc, Found, Role, find_ids
+from toolid.report import show, use_of
 from toolid.sse import EventFramer
 
 Side = Literal["request", "response"]
@@ -55,6 +55,8 @@ class Sighting:
     api: Api  # the API whose position it sits at
     event: int | None = None  # 1-based number of the SSE event holding it
     event_name: str | None = None
+    role: Role = DEFINES  # whether it defines a tool call or refers to one
+    call: Call = ()  # the number of its call in its document (see positions.Found)
 
     @property
     def raw(self) -> str:
@@ -174,7 +176,10 @@ def _document_ids(document: Any, doc: Doc | None, api: Api | None, deep: bool) -
     if doc is not None:
         api = api or api_from_shape(document, doc)
         if api is not None:
-            return [Sighting(f.value, f.path, api) for f in find_ids(document, api, doc)]
+            return [
+                Sighting(f.value, f.path, api, role=f.role, call=f.call)
+                for f in find_ids(document, api, doc)
+            ]
     return deep_ids(document) if deep or doc is None else []
 
 
@@ -227,11 +232,13 @@ def _element_ids(node: dict[str, Any], path: str, found: dict[str, Sighting]) ->
         for hit in find_ids({member: [node]}, api, doc):
             relative = hit.path[len(member) + 3 :]  # drop "member[0]"
             where = f"{path}{relative}" if path else relative.removeprefix(".")
-            found.setdefault(where, Sighting(hit.value, where, api))
+            found.setdefault(where, Sighting(hit.value, where, api, role=hit.role, call=hit.call))
     if isinstance(kind, str) and kind.startswith("response."):
         for hit in find_ids(node, Api.RESPONSES, Doc.EVENT):
             where = f"{path}.{hit.path}" if path else hit.path
-            found.setdefault(where, Sighting(hit.value, where, Api.RESPONSES))
+            found.setdefault(
+                where, Sighting(hit.value, where, Api.RESPONSES, role=hit.role, call=hit.call)
+            )
 
 
 def _load(text: str | bytes) -> tuple[bool, Any]:
@@ -248,7 +255,7 @@ def note(value: str, profile: codec.Profile = "safe") -> str:
     """The annotation for one id: its counterpart, and a warning when it does not conform."""
     raw = codec.decode(value)
     if raw != value:
-        return f"⟵ raw {show(raw)}"
+        return f"⟵ {use_of(value) or f'raw {show(raw)}'}"
     client = codec.encode(value, profile)
     if not codec.is_strict_safe(value):
         return f"⚠ not {STRICT_RULE} ⟶ client {show(client)}"
@@ -315,11 +322,14 @@ def _header(api: Api | None, what: str, found: list[Found], *extra: str) -> str:
     name = API_NAMES[api] if api else "API not recognised"
     bad = sum(not codec.is_strict_safe(f.value) for f in found)
     encoded = sum(codec.decode(f.value) != f.value for f in found)
+    tagged = sum(codec.occurrence(f.value) > 1 for f in found)
     parts = [f"{name} {what}", *extra]
     if found:
         parts.append(f"{len(found)} tool-call id{'s' if len(found) != 1 else ''}")
         if encoded:
             parts.append(f"{encoded} encoded")
+        if tagged:
+            parts.append(f"{tagged} tagged (a reused raw id)")
         if bad:
             parts.append(f"⚠ {bad} not {STRICT_RULE}")
     else:

@@ -27,9 +27,11 @@ from typing import Any, Final, Literal, NamedTuple
 
 from toolid import codec
 from toolid.apis import api_from_shape
-from toolid.positions import ID_KEYS, Api, Doc, find_ids, positions
+from toolid.occurrence import NOTHING_TAKEN, CallIds
+from toolid.positions import ID_KEYS, REFERS, Api, Doc, Found, find_ids, path_order, positions
+from toolid.rules import RuleSet, assign
 
-Action = Literal["encoded", "restored", "kept"]
+Action = Literal["encoded", "restored", "kept", "mapped"]
 
 
 class Direction(enum.StrEnum):
@@ -45,16 +47,20 @@ class Policy:
 
     direction: Direction
     profile: codec.Profile = "safe"
-    strict: bool = False  # the upstream rejects ids that are not [A-Za-z0-9_-]+
+    rules: RuleSet | None = None  # decode: the id rules of the destination, if it has any
 
 
 class Change(NamedTuple):
-    """One id position that changed (or, for ``kept``, that was left as the client sent it)."""
+    """One id position that changed (or, for ``kept``, that was left as the client sent it
+    because the destination would reject the raw id; for ``mapped``, that got ``sent``, a
+    form the destination's rule set ``rules`` accepts)."""
 
     path: str
     raw: str
     client: str
     action: Action
+    sent: str = ""
+    rules: str = ""
 
 
 class Edit(NamedTuple):
@@ -81,12 +87,16 @@ class RewriteError(Exception):
 NOTHING: Final = Plan(api=None)
 
 
-def rewrite(document: bytes, api: Api | None, doc: Doc, policy: Policy) -> tuple[bytes, Plan]:
+def rewrite(
+    document: bytes, api: Api | None, doc: Doc, policy: Policy, calls: CallIds | None = None
+) -> tuple[bytes, Plan]:
     """Rewrite the ids of one JSON ``document``; return the new bytes and the plan.
 
+    ``calls`` (encode only): the client ids already given to this response's tool calls and
+    the ids its request's history takes (see ``toolid.occurrence``); default: none.
     Raises RewriteError when ids are there but cannot be changed safely.
     """
-    result = plan(document, api, doc, policy)
+    result = plan(document, api, doc, policy, calls)
     return apply(document, result.edits), result
 
 
@@ -107,7 +117,7 @@ def apply(document: bytes, edits: Sequence[Edit]) -> bytes:
 def id_markers(api: Api | None, doc: Doc) -> re.Pattern[bytes] | None:
     """A regex for the byte strings of which any document with an id position spells one
     (None when the API is unknown: then any document may)."""
-    return _encode_prefilter(api, doc, "safe")[0]
+    return _encode_prefilter(api, doc, "safe").markers
 
 
 def may_hold_ids(document: bytes, markers: re.Pattern[bytes] | None) -> bool:
@@ -115,17 +125,45 @@ def may_hold_ids(document: bytes, markers: re.Pattern[bytes] | None) -> bool:
     return markers is None or markers.search(document) is not None
 
 
-def may_change(document: bytes, api: Api | None, doc: Doc, policy: Policy) -> bool:
-    """Cheap byte-level check: False means ``document`` certainly has no id to change."""
+def may_change(
+    document: bytes, api: Api | None, doc: Doc, policy: Policy, calls: CallIds | None = None
+) -> bool:
+    """Cheap byte-level check: False means ``document`` certainly has no id to change.
+
+    Encoding, a conforming id changes too when its call needs an occurrence tag. In a whole
+    response that is when the request's history takes it (``calls.taken``) or two calls
+    carry it. In a stream, a call's first mention must be read even when its id conforms (a
+    later event may reuse it), so only events whose ids are all conforming references to
+    untagged calls are skipped.
+    """
+    prefilter = _encode_prefilter(api, doc, policy.profile)
     if policy.direction is Direction.DECODE:
+        if policy.rules is not None:  # any id may break the destination's rules
+            return may_hold_ids(document, prefilter.markers)
         return b"tid1_" in document
-    markers, suspect = _encode_prefilter(api, doc, policy.profile)
-    return may_hold_ids(document, markers) and suspect.search(document) is not None
+    if not may_hold_ids(document, prefilter.markers):
+        return False
+    if prefilter.suspect.search(document) is not None:
+        return True
+    taken = calls.taken if calls else NOTHING_TAKEN
+    defined: set[bytes] = set()
+    for match in prefilter.conforming.finditer(document):
+        key, value = match.group(1, 2)
+        if key in prefilter.refers_only:
+            if calls and calls.tagged(value.decode()):
+                return True
+        elif doc is Doc.EVENT or value in defined or value.decode() in taken:
+            return True
+        defined.add(value)
+    return False
 
 
-def plan(document: bytes, api: Api | None, doc: Doc, policy: Policy) -> Plan:
+def plan(
+    document: bytes, api: Api | None, doc: Doc, policy: Policy, calls: CallIds | None = None
+) -> Plan:
     """Work out the edits that rewrite the ids of ``document`` (see module docstring)."""
-    if not may_change(document, api, doc, policy):
+    calls = (calls or CallIds(policy.profile)) if policy.direction is Direction.ENCODE else None
+    if not may_change(document, api, doc, policy, calls):
         return NOTHING
     try:
         parsed = _parse(document)
@@ -139,14 +177,10 @@ def plan(document: bytes, api: Api | None, doc: Doc, policy: Policy) -> Plan:
             return NOTHING
     changes: list[Change] = []
     targets = _Targets()
-    for found in find_ids(parsed, api, doc):
-        change = _change(found.value, found.path, policy)
-        if change is None:
-            continue
+    for found, change in _changes(find_ids(parsed, api, doc), api, policy, calls):
         changes.append(change)
         if change.action != "kept":
-            new = change.client if policy.direction is Direction.ENCODE else change.raw
-            targets.add(found.holder, found.key, found.value, new)
+            targets.add(found.holder, found.key, found.value, _new_value(change))
     if not targets.new_values:
         return Plan(api=api, changes=tuple(changes))
     edits, proven = _locate(document, parsed, targets)
@@ -165,7 +199,7 @@ def _verify(document: bytes, edits: Sequence[Edit], parsed: Any, targets: _Targe
     exactly the positions' values replaced. Catches what byte-level locating cannot see (keys
     spelled with escapes, duplicate keys) before a wrong literal could ever be sent."""
     for holder, key in targets.members:
-        holder[key] = targets.new_values[(key, holder[key])]
+        holder[key] = targets.new[(id(holder), key)]
     try:
         if _parse(apply(document, edits)) != parsed:
             raise RewriteError("could not locate the id literals unambiguously")
@@ -173,16 +207,43 @@ def _verify(document: bytes, edits: Sequence[Edit], parsed: Any, targets: _Targe
         raise RewriteError("rewritten document would not parse") from None
 
 
-def _change(value: str, path: str, policy: Policy) -> Change | None:
-    if policy.direction is Direction.ENCODE:
-        client = codec.encode(value, policy.profile)
-        return None if client == value else Change(path, value, client, "encoded")
-    raw = codec.decode(value)
-    if raw == value:
-        return None
-    if policy.strict and not codec.is_strict_safe(raw):
-        return Change(path, raw, value, "kept")
-    return Change(path, raw, value, "restored")
+def _changes(
+    found_ids: list[Found], api: Api, policy: Policy, calls: CallIds | None
+) -> Iterator[tuple[Found, Change]]:
+    """Each id position that changes (or is kept), with its change."""
+    if calls is not None:  # encode: calls in order (by number), then what refers to them
+        found_ids.sort(key=lambda found: (found.role is REFERS, found.call))
+        for found in found_ids:
+            client = calls.client_id(found)
+            if client != found.value:
+                yield found, Change(found.path, found.value, client, "encoded")
+        return
+    if policy.rules is None:  # restore every encoded id
+        for found in found_ids:
+            raw = codec.decode(found.value)
+            if raw != found.value:
+                yield found, Change(found.path, raw, found.value, "restored")
+        return
+    # A destination with rules: each position once, in document order, so that results
+    # find the calls before them.
+    found_ids = list({(id(f.holder), f.key): f for f in found_ids}.values())
+    found_ids.sort(key=lambda found: path_order(found.path))
+    rules = policy.rules
+    for found, (sent, source) in zip(found_ids, assign(found_ids, api, rules), strict=True):
+        raw = codec.decode(found.value)
+        if source == "mapped":
+            yield found, Change(found.path, raw, found.value, "mapped", sent, rules.name)
+        elif sent != found.value:
+            yield found, Change(found.path, raw, found.value, "restored")
+        elif raw != found.value:  # the raw id would break the rules: the client id stays
+            yield found, Change(found.path, raw, found.value, "kept", rules=rules.name)
+
+
+def _new_value(change: Change) -> str:
+    """What an id position holds after ``change``."""
+    if change.action == "encoded":
+        return change.client
+    return change.sent if change.action == "mapped" else change.raw
 
 
 # --- locating literals -----------------------------------------------------------------------
@@ -214,22 +275,29 @@ def _structural_pairs(document: bytes, keys: frozenset[str]) -> list[tuple[str, 
     return pairs
 
 
+type _Member = tuple[int, str]  # (id of the holding object, key): one id position
+
+
 @dataclass(slots=True)
 class _Targets:
-    """The ids to change: (key, old value) -> new value, how often each sits at a position,
-    and which (holder object, key) members are positions."""
+    """The id positions to change: each member's new value, how many positions hold each
+    (key, old value), and that pair's one new value (None when its positions get different
+    ones, as two calls with one reused raw id do)."""
 
-    new_values: dict[tuple[str, str], str] = field(default_factory=dict)
-    wanted: Counter[tuple[str, str]] = field(default_factory=Counter)
-    holders: set[tuple[int, str]] = field(default_factory=set)
+    new: dict[_Member, str] = field(default_factory=dict)
     members: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    wanted: Counter[tuple[str, str]] = field(default_factory=Counter)
+    new_values: dict[tuple[str, str], str | None] = field(default_factory=dict)
 
     def add(self, holder: dict[str, Any], key: str, value: str, new: str) -> None:
-        self.new_values[(key, value)] = new
+        member = (id(holder), key)
+        if member in self.new:
+            return
+        self.new[member] = new
+        self.members.append((holder, key))
         self.wanted[(key, value)] += 1
-        if (id(holder), key) not in self.holders:
-            self.holders.add((id(holder), key))
-            self.members.append((holder, key))
+        pair = (key, value)
+        self.new_values[pair] = new if self.new_values.get(pair, new) == new else None
 
 
 # A \u escape that could spell a letter or "_" of a key name, hiding the key from the regex.
@@ -240,9 +308,9 @@ def _locate(document: bytes, parsed: Any, targets: _Targets) -> tuple[tuple[Edit
     """The edits, and whether counting alone proves them right.
 
     It does when every position's literal was found as a structural pair (no key spelled with
-    an escape) and there are exactly as many such pairs per (key, value) as positions: then
-    the pairs are the positions. Otherwise literals are paired in document order, and the
-    caller must verify.
+    an escape), there are exactly as many such pairs per (key, value) as positions, and all
+    positions of a pair get one new value: then the pairs are the positions. Otherwise
+    literals are paired with the positions in document order, and the caller must verify.
     """
     new_values = targets.new_values
     keys = frozenset(key for key, _ in new_values)
@@ -250,46 +318,57 @@ def _locate(document: bytes, parsed: Any, targets: _Targets) -> tuple[tuple[Edit
         pairs = [pair for pair in _structural_pairs(document, keys) if pair[:2] in new_values]
     except (ValueError, UnicodeDecodeError) as exc:
         raise RewriteError(f"unreadable string literal ({_short(exc)})") from None
-    proven = Counter((key, value) for key, value, _, _ in pairs) == targets.wanted
-    if not proven:
-        pairs = _pair_in_order(parsed, pairs, keys, targets)
+    proven = None not in new_values.values() and (
+        Counter((key, value) for key, value, _, _ in pairs) == targets.wanted
+    )
+    news: list[str]
+    if proven:  # then every pair has its one new value
+        news = [new for key, value, _, _ in pairs if (new := new_values[(key, value)]) is not None]
+    else:
+        pairs, news = _pair_in_order(parsed, pairs, keys, targets)
     proven = proven and _KEY_CHAR_ESCAPE.search(document) is None
-    literals = {pair: _literal(new) for pair, new in new_values.items()}
-    edits = tuple(Edit(start, end, literals[(key, value)]) for key, value, start, end in pairs)
+    literals = {new: _literal(new) for new in set(news)}
+    edits = tuple(
+        Edit(start, end, literals[new]) for (_, _, start, end), new in zip(pairs, news, strict=True)
+    )
     return edits, proven
 
 
 def _pair_in_order(
     parsed: Any, pairs: list[tuple[str, str, int, int]], keys: frozenset[str], targets: _Targets
-) -> list[tuple[str, str, int, int]]:
-    """Keep the literals that are table positions, pairing them with the document in order."""
+) -> tuple[list[tuple[str, str, int, int]], list[str]]:
+    """The literals that are table positions, paired with the document's members in order,
+    and the new value of each."""
     try:
         in_order = [
-            (key, value, is_position)
-            for key, value, is_position in _members_in_order(parsed, keys, targets.holders)
+            (key, value, member)
+            for key, value, member in _members_in_order(parsed, keys)
             if (key, value) in targets.new_values
         ]
     except RecursionError:
         raise RewriteError("document nested too deeply to locate ids") from None
     if [(k, v) for k, v, _ in in_order] != [(k, v) for k, v, _, _ in pairs]:
         raise RewriteError("could not locate the id literals unambiguously (duplicate keys?)")
-    return [pair for pair, (_, _, is_position) in zip(pairs, in_order, strict=True) if is_position]
+    kept = [
+        (pair, targets.new[member])
+        for pair, (_, _, member) in zip(pairs, in_order, strict=True)
+        if member in targets.new
+    ]
+    return [pair for pair, _ in kept], [new for _, new in kept]
 
 
-def _members_in_order(
-    node: Any, keys: frozenset[str], holders: set[tuple[int, str]]
-) -> Iterator[tuple[str, str, bool]]:
+def _members_in_order(node: Any, keys: frozenset[str]) -> Iterator[tuple[str, str, _Member]]:
     if isinstance(node, dict):
         for key, value in node.items():
             if isinstance(value, str):
                 if key in keys:
-                    yield key, value, (id(node), key) in holders
+                    yield key, value, (id(node), key)
             elif isinstance(value, dict | list):
-                yield from _members_in_order(value, keys, holders)
+                yield from _members_in_order(value, keys)
     elif isinstance(node, list):
         for element in node:
             if isinstance(element, dict | list):
-                yield from _members_in_order(element, keys, holders)
+                yield from _members_in_order(element, keys)
 
 
 _PLAIN: Final = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*')
@@ -319,25 +398,37 @@ _CONFORMING_VALUE: Final[dict[codec.Profile, bytes]] = {
 }
 
 
+class _Prefilter(NamedTuple):
+    """Byte-level checks for the encode direction of one API and kind of document."""
+
+    markers: re.Pattern[bytes] | None  # one must occur (one regex beats many ``in`` tests)
+    suspect: re.Pattern[bytes]  # an id-key pair whose value may not conform
+    conforming: re.Pattern[bytes]  # an id-key pair whose value conforms: (key, value)
+    refers_only: frozenset[bytes]  # keys that only ever hold references
+
+
 @functools.cache
-def _encode_prefilter(
-    api: Api | None, doc: Doc, profile: codec.Profile
-) -> tuple[re.Pattern[bytes] | None, re.Pattern[bytes]]:
-    """Markers (one must occur; one regex, far cheaper than many ``in`` tests) and a regex for
-    an id-key pair whose value may not conform."""
+def _encode_prefilter(api: Api | None, doc: Doc, profile: codec.Profile) -> _Prefilter:
     if api is None:
-        keys: frozenset[str] = ID_KEYS
+        table = tuple(p for (a, d) in _ALL_DOCS for p in positions(a, d))
         markers = None
     else:
         table = positions(api, doc)
-        keys = frozenset(p.key for p in table)
         spelled = sorted({f'"{m}"'.encode() for p in table for m in p.markers})
         markers = re.compile(b"|".join(re.escape(m) for m in spelled))
+    keys = frozenset(p.key for p in table) if api is not None else ID_KEYS
     names = b"|".join(re.escape(k.encode()) for k in sorted(keys))
-    suspect = re.compile(
-        rb'"(?:' + names + rb')"\s*:\s*"(?!' + _CONFORMING_VALUE[profile] + rb'")'
+    value = _CONFORMING_VALUE[profile]
+    defining = {p.key for p in table if p.role is not REFERS}
+    return _Prefilter(
+        markers,
+        re.compile(rb'"(?:' + names + rb')"\s*:\s*"(?!' + value + rb'")'),
+        re.compile(rb'"(' + names + rb')"\s*:\s*"(' + value + rb')"'),
+        frozenset(k.encode() for k in keys - defining),
     )
-    return markers, suspect
+
+
+_ALL_DOCS: Final = tuple((api, doc) for api in Api for doc in (Doc.RESPONSE, Doc.EVENT))
 
 
 def _short(exc: BaseException) -> str:

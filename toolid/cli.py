@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from toolid.codec import PROFILES, Profile, decode, encode
 from toolid.inspect import FORMATS, Format
@@ -60,8 +61,14 @@ def _ids(args: argparse.Namespace) -> list[str]:
 
 def _run_encode(args: argparse.Namespace) -> int:
     profile: Profile = args.profile
-    _write_ids(encode(raw, profile) for raw in _ids(args))
+    _write_ids(encode(raw, profile, args.occurrence) for raw in _ids(args))
     return 0
+
+
+def _occurrence(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 up, not {text!r}")
+    return int(text)
 
 
 def _run_decode(args: argparse.Namespace) -> int:
@@ -81,6 +88,14 @@ def _add_encode(subparsers: Subparsers) -> None:
         default="safe",
         help="which ids a client accepts as they are (default: safe)",
     )
+    p.add_argument(
+        "--occurrence",
+        type=_occurrence,
+        default=1,
+        metavar="K",
+        help="K >= 2: the occurrence-tagged id of the K-th tool call that carries the raw id "
+        "(toolid gives these when an upstream reuses ids); default 1, the plain encoding",
+    )
     p.add_argument("ids", nargs="*", metavar="ID", help=_IDS_HELP)
     p.set_defaults(handler=_run_encode)
 
@@ -98,7 +113,14 @@ def _add_decode(subparsers: Subparsers) -> None:
 
 def _run_inspect(args: argparse.Namespace) -> int:
     fmt: Format | None = None if args.format == "auto" else args.format
-    return run_inspect(args.file, fmt, stdin=sys.stdin.buffer, stdout=sys.stdout, stderr=sys.stderr)
+    return run_inspect(
+        args.file,
+        fmt,
+        stdin=sys.stdin.buffer,
+        stdout=sys.stdout,
+        stderr=sys.stderr,
+        json_output=args.json,
+    )
 
 
 def _add_inspect(subparsers: Subparsers) -> None:
@@ -107,10 +129,17 @@ def _add_inspect(subparsers: Subparsers) -> None:
         help="list the tool-call ids in a capture and check they conform",
         description="Print a table of every tool-call id in FILE: where it is (line, SSE "
         "event, HAR entry or flow, and JSON path), the API, the id as seen, its raw form "
-        "(decoded), and whether clients of each profile accept it (safe: [A-Za-z0-9_-]+, "
-        "call: call_[A-Za-z0-9_-]+). Exit status: 0 when every id matches "
-        "[A-Za-z0-9_-]+, 1 when some id would be rejected by a strict API (Anthropic, "
-        "OpenAI Responses, Bedrock), 2 when FILE cannot be read.",
+        "(decoded), the client id toolid gives it (later calls that reuse a raw id get "
+        "occurrence tags), whether clients of each profile accept it (safe: [A-Za-z0-9_-]+, "
+        "call: call_[A-Za-z0-9_-]+), and how many calls of its conversation define it when "
+        "more than one does. Exit status: 0 when every id matches [A-Za-z0-9_-]+ and none is "
+        "defined twice in a conversation, 1 when some id would be rejected by a strict API "
+        "(Anthropic, OpenAI Responses, Bedrock), 2 when FILE cannot be read.",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON array with one object per id position instead of the table",
     )
     p.add_argument(
         "--format",
@@ -124,7 +153,33 @@ def _add_inspect(subparsers: Subparsers) -> None:
     p.set_defaults(handler=_run_inspect)
 
 
-SUBCOMMANDS: list[Callable[[Subparsers], None]] = [_add_encode, _add_decode, _add_inspect]
+def _run_addon_path(args: argparse.Namespace) -> int:
+    package = Path(__file__).resolve().parent
+    # installed: the wheel carries addons/ inside the package; a checkout: beside it
+    for addons in (package / "addons", package.parent / "addons"):
+        if (addons / "toolid_addon.py").is_file():
+            print(addons / "toolid_addon.py")
+            return 0
+    print(f"toolid: no addons/toolid_addon.py in or beside {package}", file=sys.stderr)
+    return 1
+
+
+def _add_addon_path(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "addon-path",
+        help="print the path of the mitmproxy addon that goes with this toolid",
+        description="Print the absolute path of the mitmproxy addon file that uses this "
+        'toolid, to load it with: mitmdump -s "$(toolid addon-path)".',
+    )
+    p.set_defaults(handler=_run_addon_path)
+
+
+SUBCOMMANDS: list[Callable[[Subparsers], None]] = [
+    _add_encode,
+    _add_decode,
+    _add_inspect,
+    _add_addon_path,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

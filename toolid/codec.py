@@ -5,6 +5,9 @@ would not accept is turned into ``prefix + payload``, where the payload spells
 the id's UTF-8 bytes with ``A-Za-z0-9_`` as themselves and every other byte as
 ``-XX`` (uppercase hex). The raw id travels inside the client id, so decoding
 needs no state. This format is persistent: never change it, add a version.
+
+Occurrence tags (same contract): the k-th tool call (k >= 2) of a conversation that carries
+an already-used raw id gets ``prefix + payload + "-_" + k``, which decodes to the same raw id.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ _PASSES: Final[dict[Profile, re.Pattern[str]]] = {
     "call": re.compile(r"call_[A-Za-z0-9_-]+"),
 }
 _PAYLOAD = re.compile(r"(?:[A-Za-z0-9_]|-[0-9A-F]{2})*")
+# A payload never holds "-_" (its "-" always starts a hex escape), so the tag is unambiguous.
+_TAGGED = re.compile(r"((?:[A-Za-z0-9_]|-[0-9A-F]{2})*)-_([2-9]|[1-9][0-9]+)")
+TAG: Final = "-_"
 
 # byte value -> its spelling in a payload
 _SPELLING: Final[tuple[str, ...]] = tuple(
@@ -49,12 +55,23 @@ def is_strict_safe(raw: str) -> bool:
 
 
 @functools.lru_cache(maxsize=65536)  # pure; ids recur in every turn of a conversation
-def encode(raw: str, profile: Profile = "safe") -> str:
-    """Return the client id for the upstream id ``raw`` under ``profile``."""
-    if passes(raw, profile):
-        return raw
-    data = raw.encode("utf-8", "surrogatepass")
-    return PREFIXES[profile] + "".join([_SPELLING[b] for b in data])
+def encode(raw: str, profile: Profile = "safe", occurrence: int = 1) -> str:
+    """Return the client id for the upstream id ``raw`` under ``profile``.
+
+    ``occurrence`` k >= 2 gives the occurrence-tagged id of the k-th tool call that carries
+    ``raw`` (always escaped, even when ``raw`` would pass unchanged).
+    """
+    if occurrence == 1:
+        if passes(raw, profile):
+            return raw
+        return PREFIXES[profile] + _payload(raw)
+    if occurrence < 1:
+        raise ValueError(f"occurrence must be 1 or more, not {occurrence}")
+    return f"{PREFIXES[profile]}{_payload(raw)}{TAG}{occurrence}"
+
+
+def _payload(raw: str) -> str:
+    return "".join([_SPELLING[b] for b in raw.encode("utf-8", "surrogatepass")])
 
 
 def profile_of(client_id: str) -> Profile | None:
@@ -66,18 +83,34 @@ def profile_of(client_id: str) -> Profile | None:
     return None
 
 
-@functools.lru_cache(maxsize=65536)
 def decode(client_id: str) -> str:
-    """Return the raw id inside ``client_id``; anything not made by encode comes back as is.
+    """Return the raw id inside ``client_id`` (tagged or not); anything not made by encode
+    comes back as is.
 
     Total: never raises, for any string.
     """
+    return parse(client_id)[0]
+
+
+def occurrence(client_id: str) -> int:
+    """The occurrence an encoded id stands for: k for a tagged id, else 1."""
+    return parse(client_id)[1]
+
+
+@functools.lru_cache(maxsize=65536)
+def parse(client_id: str) -> tuple[str, int]:
+    """``(raw id, occurrence)`` of ``client_id``; ``(client_id, 1)`` for anything that
+    encode did not make. Never raises."""
+    unchanged = (client_id, 1)
     profile = profile_of(client_id)
     if profile is None:
-        return client_id
+        return unchanged
     payload = client_id[len(PREFIXES[profile]) :]
-    if _PAYLOAD.fullmatch(payload) is None:
-        return client_id
+    count = "1"
+    if (tagged := _TAGGED.fullmatch(payload)) is not None:
+        payload, count = tagged.group(1), tagged.group(2)
+    elif _PAYLOAD.fullmatch(payload) is None:
+        return unchanged
     head, *escaped = payload.split("-")
     data = bytearray(head.encode("ascii"))
     for part in escaped:
@@ -86,7 +119,20 @@ def decode(client_id: str) -> str:
     try:
         raw = data.decode("utf-8", "surrogatepass")
     except UnicodeDecodeError:
-        return client_id
-    if encode(raw, profile) != client_id:
-        return client_id
-    return raw
+        return unchanged
+    if count == "1":
+        return (raw, 1) if encode(raw, profile) == client_id else unchanged
+    # Canonical: the payload escapes raw exactly as encode does (no int() of the digits:
+    # any length of count is fine and never raises).
+    if _payload(raw) != payload:
+        return unchanged
+    return raw, _count(count)
+
+
+def _count(digits: str) -> int:
+    """``int(digits)``, also past Python's default limit on digits converted at once."""
+    value = 0
+    for at in range(0, len(digits), 1000):
+        part = digits[at : at + 1000]
+        value = value * 10 ** len(part) + int(part)
+    return value

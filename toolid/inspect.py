@@ -26,7 +26,8 @@ from urllib.parse import urlsplit
 from toolid import annotate, codec, report
 from toolid.annotate import Side, Sighting
 from toolid.apis import api_from_path
-from toolid.positions import Api
+from toolid.occurrence import CallIds, Taken
+from toolid.positions import DEFINES, Api, path_order
 
 Format = Literal["json", "jsonl", "sse", "har", "flows"]
 FORMATS: Final[tuple[Format, ...]] = get_args(Format)
@@ -49,6 +50,17 @@ class Row:
 
     where: str  # "line 3", "entry 2 POST /v1/messages request", "flow 1 ... event 4 (...)"
     sighting: Sighting
+    conversation: int = 0  # rows of one conversation (a file, a HAR entry, a flow) share it
+    document: int = 0  # rows of one document (a body, a line, an event stream) share it
+
+
+@dataclass(frozen=True, slots=True)
+class Assessed:
+    """A row with what toolid makes of it in its conversation."""
+
+    row: Row
+    client: str  # the client id toolid gives it (the id itself when it is one already)
+    defined: int  # for a definition: how many calls of its conversation define this id (as seen)
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -105,7 +117,7 @@ def _scan_jsonl(data: bytes) -> Iterator[Row]:
             continue
         document = _parse(line, f"line {number}: not valid JSON")
         for sighting in annotate.deep_ids(document):
-            yield Row(f"line {number}", sighting)
+            yield Row(f"line {number}", sighting, document=number)
 
 
 def _scan_sse(data: bytes) -> Iterator[Row]:
@@ -135,7 +147,7 @@ def _scan_har(data: bytes) -> Iterator[Row]:
         text = _member(post, "text", str, number)
         if text:
             content_type = _member(post, "mimeType", str, number)
-            yield from _body_rows(_utf8(text), "request", api, content_type, label)
+            yield from _body_rows(_utf8(text), "request", api, content_type, (label, number))
         content = _member(response, "content", dict, number) or {}
         text = _member(content, "text", str, number)
         if text:
@@ -148,7 +160,7 @@ def _scan_har(data: bytes) -> Iterator[Row]:
                         f"entry {number}: response content.text is not valid base64"
                     ) from None
             content_type = _member(content, "mimeType", str, number)
-            yield from _body_rows(body, "response", api, content_type, label)
+            yield from _body_rows(body, "response", api, content_type, (label, number))
 
 
 def _scan_flows(data: bytes) -> Iterator[Row]:
@@ -178,21 +190,30 @@ def _scan_flows(data: bytes) -> Iterator[Row]:
             content = message.get_content(strict=False) if message is not None else None
             if message is not None and content:
                 content_type = message.headers.get("content-type")
-                yield from _body_rows(content, side, api, content_type, label)
+                yield from _body_rows(content, side, api, content_type, (label, number))
             elif api is not None:  # a streamed body is not stored: fall back on toolid's notes
-                yield from _recorded_rows(record, side, api, label)
+                yield from _recorded_rows(record, side, api, (label, number))
+
+
+type _Entry = tuple[str, int]  # a HAR entry's or a flow's label and number
 
 
 def _body_rows(
-    body: bytes, side: Side, api: Api | None, content_type: str | None, label: str
+    body: bytes, side: Side, api: Api | None, content_type: str | None, entry: _Entry
 ) -> Iterator[Row]:
+    label, number = entry
     kind = annotate.body_kind(body, content_type)
+    document = 2 * number + (side == "response")
     for sighting in annotate.sightings(body, side, api, kind=kind, deep=True):
         event = _event_label(sighting)
-        yield Row(f"{label} {side}" + (f" {event}" if event else ""), sighting)
+        where = f"{label} {side}" + (f" {event}" if event else "")
+        yield Row(where, sighting, conversation=number, document=document)
 
 
-def _recorded_rows(record: Mapping[str, Any], side: Side, api: Api, label: str) -> Iterator[Row]:
+def _recorded_rows(
+    record: Mapping[str, Any], side: Side, api: Api, entry: _Entry
+) -> Iterator[Row]:
+    label, number = entry
     changes = record.get(side)
     if not isinstance(changes, list):
         return
@@ -208,7 +229,12 @@ def _recorded_rows(record: Mapping[str, Any], side: Side, api: Api, label: str) 
             seen = raw if observe else client
         else:
             seen = client if observe or change.get("action") == "kept" else raw
-        yield Row(f"{label} {side} (toolid record; body not stored)", Sighting(seen, path, api))
+        yield Row(
+            f"{label} {side} (toolid record; body not stored)",
+            Sighting(seen, path, api),
+            conversation=number,
+            document=2 * number + (side == "response"),
+        )
 
 
 def _recorded_api(record: Mapping[str, Any]) -> Api | None:
@@ -266,24 +292,73 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0][:200] if text else type(exc).__name__
 
 
+# --- what toolid makes of the ids -----------------------------------------------------------
+
+
+def assess(rows: list[Row], profile: codec.Profile = "safe") -> list[Assessed]:
+    """Each row with the client id toolid gives it and how often its conversation defines
+    it (as seen). Calls are taken in document order: the first call with a raw id gets it
+    encoded, later ones occurrence tags; an id that is already a client id stays itself."""
+    clients: dict[int, str] = {}
+    defined: dict[int, int] = {}
+    conversations: dict[int, list[int]] = {}
+    for index, row in enumerate(rows):
+        conversations.setdefault(row.conversation, []).append(index)
+    for indices in conversations.values():
+        units: dict[int, tuple[int, ...]] = {i: _call_of(rows[i], i) for i in indices}
+        defining: dict[str, set[tuple[int, ...]]] = {}
+        for i in indices:
+            if rows[i].sighting.role is DEFINES:
+                defining.setdefault(rows[i].sighting.value, set()).add(units[i])
+        taken = Taken.of(rows[i].sighting.value for i in indices if rows[i].sighting.encoded)
+        calls = CallIds(profile, taken)
+        for i in sorted(indices, key=lambda i: _reading_order(rows[i])):
+            sighting = rows[i].sighting
+            defines = sighting.role is DEFINES
+            defined[i] = len(defining[sighting.value]) if defines else 0
+            if sighting.encoded:
+                clients[i] = sighting.value
+            elif defines:
+                key = sighting.path.rsplit(".", 1)[-1]
+                clients[i] = calls.define(units[i], key, sighting.value)
+            else:
+                clients[i] = calls.refer(units[i], sighting.value)
+    return [Assessed(row, clients[i], defined[i]) for i, row in enumerate(rows)]
+
+
+def _reading_order(row: Row) -> tuple[object, ...]:
+    """Document, event, then the path in document order."""
+    return (row.document, row.sighting.event or 0, path_order(row.sighting.path))
+
+
+def _call_of(row: Row, index: int) -> tuple[int, ...]:
+    """Which call a row belongs to: in an event stream its call number (one call, many
+    events); elsewhere the object holding it (its own row number will do)."""
+    if row.sighting.event is not None:
+        return (row.document, -1, *row.sighting.call)
+    return (row.document, index)
+
+
 # --- reporting -------------------------------------------------------------------------------
 
-_HEADINGS: Final = ("WHERE", "PATH", "API", "ID", "RAW", "SAFE", "CALL")
+_HEADINGS: Final = ("WHERE", "PATH", "API", "ID", "RAW", "CLIENT", "SAFE", "CALL", "REUSED")
 
 
-def table(rows: list[Row]) -> list[str]:
+def table(assessed: list[Assessed]) -> list[str]:
     """The rows as aligned text columns, headings first."""
     cells = [
         (
-            row.where,
-            row.sighting.path,
-            row.sighting.api.value,
-            report.show(row.sighting.value),
-            report.show(row.sighting.raw),
-            _yes(codec.has_shape(row.sighting.value, "safe")),
-            _yes(codec.has_shape(row.sighting.value, "call")),
+            item.row.where,
+            item.row.sighting.path,
+            item.row.sighting.api.value,
+            report.show(item.row.sighting.value),
+            report.show(item.row.sighting.raw),
+            report.show(item.client),
+            _yes(codec.has_shape(item.row.sighting.value, "safe")),
+            _yes(codec.has_shape(item.row.sighting.value, "call")),
+            _reused(item),
         )
-        for row in rows
+        for item in assessed
     ]
     widths = [max(len(cell) for cell in column) for column in zip(_HEADINGS, *cells, strict=False)]
     return [
@@ -292,29 +367,64 @@ def table(rows: list[Row]) -> list[str]:
     ]
 
 
-def summary(rows: list[Row]) -> str:
-    """One line: how many ids, how many a strict API would reject."""
-    if not rows:
+def as_json(assessed: list[Assessed]) -> list[dict[str, Any]]:
+    """One object per id position, for ``--json``."""
+    return [
+        {
+            "where": item.row.where,
+            "path": item.row.sighting.path,
+            "api": item.row.sighting.api.value,
+            "role": item.row.sighting.role.value,
+            "id": item.row.sighting.value,
+            "raw": item.row.sighting.raw,
+            "client": item.client,
+            "safe": codec.has_shape(item.row.sighting.value, "safe"),
+            "call": codec.has_shape(item.row.sighting.value, "call"),
+            "defined": item.defined,
+        }
+        for item in assessed
+    ]
+
+
+def _reused(item: Assessed) -> str:
+    return f"{item.defined}x" if item.defined > 1 else ""
+
+
+def summary(assessed: list[Assessed]) -> str:
+    """One line: how many ids, how many a strict API would reject, and why."""
+    if not assessed:
         return "no tool-call ids found"
-    distinct = len({row.sighting.raw for row in rows})
-    bad = [row for row in rows if not row.sighting.strict_ok]
+    distinct = len({item.row.sighting.raw for item in assessed})
+    bad = sum(not item.row.sighting.strict_ok for item in assessed)
+    reused = {item.row.sighting.value for item in assessed if item.defined > 1}
     line = (
-        f"{len(rows)} tool-call id position{'s' if len(rows) != 1 else ''}, "
+        f"{len(assessed)} tool-call id position{'s' if len(assessed) != 1 else ''}, "
         f"{distinct} distinct id{'s' if distinct != 1 else ''}"
     )
+    problems = []
     if bad:
+        problems.append(f"{bad} not {annotate.STRICT_RULE}")
+    if reused:
+        problems.append(
+            f"{len(reused)} defined by more than one call of a conversation "
+            f"({', '.join(report.show(value) for value in sorted(reused)[:3])}"
+            f"{', ...' if len(reused) > 3 else ''}; toolid gives later calls occurrence tags)"
+        )
+    if problems:
         line += (
-            f"; {len(bad)} not {annotate.STRICT_RULE}: strict APIs (Anthropic, OpenAI "
-            "Responses, Bedrock) would reject them"
+            f"; {' and '.join(problems)}: strict APIs (Anthropic, OpenAI Responses, Bedrock) "
+            "would reject them"
         )
     else:
         line += f"; all match {annotate.STRICT_RULE}"
     return line
 
 
-def exit_code(rows: list[Row]) -> int:
-    """1 when some id would be rejected by a strict API, else 0."""
-    return EXIT_NON_CONFORMING if any(not row.sighting.strict_ok for row in rows) else EXIT_OK
+def exit_code(assessed: list[Assessed]) -> int:
+    """1 when some id would be rejected by a strict API (bad characters, or defined by more
+    than one call of a conversation), else 0."""
+    rejected = any(not item.row.sighting.strict_ok or item.defined > 1 for item in assessed)
+    return EXIT_NON_CONFORMING if rejected else EXIT_OK
 
 
 def _yes(flag: bool) -> str:
@@ -334,8 +444,17 @@ def read_source(source: str, stdin: BinaryIO) -> bytes:
         raise InspectError(f"cannot read it ({exc.strerror or exc})") from None
 
 
-def run(source: str, fmt: Format | None, *, stdin: BinaryIO, stdout: TextIO, stderr: TextIO) -> int:
-    """Inspect ``source``, print the table and a summary; return the exit status."""
+def run(
+    source: str,
+    fmt: Format | None,
+    *,
+    stdin: BinaryIO,
+    stdout: TextIO,
+    stderr: TextIO,
+    json_output: bool = False,
+) -> int:
+    """Inspect ``source``, print the table and a summary (or, with ``json_output``, a JSON
+    array of one object per id); return the exit status."""
     name = "stdin" if source == "-" else source
     try:
         data = read_source(source, stdin)
@@ -344,12 +463,17 @@ def run(source: str, fmt: Format | None, *, stdin: BinaryIO, stdout: TextIO, std
     except InspectError as exc:
         stderr.write(f"toolid inspect: {name}: {_one_line(str(exc))}\n")
         return EXIT_UNREADABLE
+    assessed = assess(rows)
+    if json_output:
+        # ASCII escapes: lone surrogates in crafted ids still make valid output
+        lines = [json.dumps(as_json(assessed), indent=2)]
+    else:
+        lines = [*(table(assessed) if rows else []), summary(assessed)]
     encoding = getattr(stdout, "encoding", None) or "utf-8"
-    lines = [*(table(rows) if rows else []), summary(rows)]
     for line in lines:
         stdout.write(line.encode(encoding, "backslashreplace").decode(encoding) + "\n")
     stdout.flush()
-    return exit_code(rows)
+    return exit_code(assessed)
 
 
 def _one_line(text: str) -> str:

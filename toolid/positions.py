@@ -6,13 +6,18 @@ Positions are written in the notation of ``where-ids-live.md``:
 - ``[]`` steps into every element of an array (an object is its own single element);
 - ``[type=a|b]`` does the same, keeping only objects whose ``type`` is one of the values.
 
-A position ends at the member that holds the id. Only string values there are ids.
+A position ends at the member that holds the id. Only string values there are ids. Each
+position has a role: it *defines* a tool call (the call's own id) or *refers* to one (a
+result, an event about a call). Each id found in a response or event also carries the
+number of the call it belongs to (choice and tool-call index, Responses output_index,
+Messages content-block index), so every mention of one call can get one client id.
 This module is data plus the small walker that reads it; it knows nothing of bytes.
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -23,6 +28,18 @@ class Api(enum.StrEnum):
     CHAT = "chat"
     RESPONSES = "responses"
     MESSAGES = "messages"
+
+
+class Role(enum.StrEnum):
+    """What an id position does: define a tool call, or refer to one defined elsewhere."""
+
+    DEFINES = "defines"  # a call's own id (Chat tool_calls[].id, tool_use.id, call_id of a call)
+    REFERS = "refers"  # a result's or an event's pointer to a call (tool_call_id, tool_use_id)
+
+
+DEFINES: Final = Role.DEFINES
+REFERS: Final = Role.REFERS
+type Entry = tuple[str, Role]  # a position in the table: its notation and its role
 
 
 class Doc(enum.StrEnum):
@@ -42,9 +59,10 @@ _RESPONSES_OUTPUTS = (
     "function_call_output|custom_tool_call_output|computer_call_output|shell_call_output"
     "|apply_patch_call_output"
 )
-_RESPONSES_ITEM_IDS = (
-    f"{_RESPONSES_CALLS}|local_shell_call_output|mcp_call|mcp_approval_request|mcp_approval_response"
-    "|web_search_call|file_search_call|image_generation_call|code_interpreter_call|item_reference"
+# Items whose own id is defined by them (every tool item, server-side ones included).
+_RESPONSES_DEFINING_IDS = (
+    f"{_RESPONSES_CALLS}|mcp_call|mcp_approval_request|mcp_approval_response"
+    "|web_search_call|file_search_call|image_generation_call|code_interpreter_call"
 )
 # Streamed Responses events that name a tool item by its id (message and reasoning events
 # carry item_id too; those items' ids are not positions, so neither is their item_id).
@@ -77,30 +95,36 @@ _RESPONSES_TOOL_EVENTS = "|".join(
         "image_generation_call.completed",
     )
 )
-# Positions inside one Responses item (relative to the item).
-_RESPONSES_ITEM = (
-    f"[type={_RESPONSES_CALLS}|{_RESPONSES_OUTPUTS}].call_id",
-    f"[type={_RESPONSES_ITEM_IDS}].id",
-    "[type=mcp_approval_response].approval_request_id",
+# Positions inside one Responses item (relative to the item), each with its role: a call
+# item's call_id and id define it; outputs, references and approvals refer to one.
+_RESPONSES_ITEM: tuple[Entry, ...] = (
+    (f"[type={_RESPONSES_CALLS}].call_id", DEFINES),
+    (f"[type={_RESPONSES_OUTPUTS}].call_id", REFERS),
+    (f"[type={_RESPONSES_DEFINING_IDS}].id", DEFINES),
+    ("[type=local_shell_call_output|item_reference].id", REFERS),
+    ("[type=mcp_approval_response].approval_request_id", REFERS),
 )
 
 # Positions inside one Anthropic content block (relative to the block).
-_MESSAGES_BLOCK = (
-    "[type=tool_use|server_tool_use|mcp_tool_use].id",
-    "[].tool_use_id",
-    "[].caller.tool_id",
+_MESSAGES_BLOCK: tuple[Entry, ...] = (
+    ("[type=tool_use|server_tool_use|mcp_tool_use].id", DEFINES),
+    ("[].tool_use_id", REFERS),
+    ("[].caller.tool_id", REFERS),
 )
 
 
-def _under(prefix: str, relative: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(prefix + path for path in relative)
+def _under(prefix: str, relative: tuple[Entry, ...]) -> tuple[Entry, ...]:
+    return tuple((prefix + path, role) for path, role in relative)
 
 
-TABLE: Final[dict[Api, dict[Doc, tuple[str, ...]]]] = {
+TABLE: Final[dict[Api, dict[Doc, tuple[Entry, ...]]]] = {
     Api.CHAT: {
-        Doc.REQUEST: ("messages[].tool_calls[].id", "messages[].tool_call_id"),
-        Doc.RESPONSE: ("choices[].message.tool_calls[].id",),
-        Doc.EVENT: ("choices[].delta.tool_calls[].id",),
+        Doc.REQUEST: (
+            ("messages[].tool_calls[].id", DEFINES),
+            ("messages[].tool_call_id", REFERS),
+        ),
+        Doc.RESPONSE: (("choices[].message.tool_calls[].id", DEFINES),),
+        Doc.EVENT: (("choices[].delta.tool_calls[].id", DEFINES),),
     },
     Api.RESPONSES: {
         Doc.REQUEST: _under("input", _RESPONSES_ITEM),
@@ -108,7 +132,7 @@ TABLE: Final[dict[Api, dict[Doc, tuple[str, ...]]]] = {
         Doc.EVENT: (
             *_under("item", _RESPONSES_ITEM),
             *_under("response.output", _RESPONSES_ITEM),
-            f"[type={_RESPONSES_TOOL_EVENTS}].item_id",
+            (f"[type={_RESPONSES_TOOL_EVENTS}].item_id", REFERS),
         ),
     },
     Api.MESSAGES: {
@@ -120,6 +144,11 @@ TABLE: Final[dict[Api, dict[Doc, tuple[str, ...]]]] = {
         ),
     },
 }
+
+# In a streamed event, the member of the event itself that numbers the call it is about
+# (Responses output_index, Messages content-block index); array elements are numbered by
+# their own "index" member (Chat choices and tool-call deltas) or else their position.
+_EVENT_CALL_NUMBERS: Final = ("output_index", "index")
 
 
 # --- compiled form ---------------------------------------------------------------------------
@@ -165,9 +194,10 @@ def _compile(path: str) -> tuple[_Step, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Position:
-    """A compiled position: its notation and its steps."""
+    """A compiled position: its notation, role and steps."""
 
     notation: str
+    role: Role
     steps: tuple[_Step, ...]
 
     @property
@@ -190,9 +220,9 @@ class Position:
 
 
 _COMPILED: Final[dict[tuple[Api, Doc], tuple[Position, ...]]] = {
-    (api, doc): tuple(Position(p, _compile(p)) for p in paths)
+    (api, doc): tuple(Position(path, role, _compile(path)) for path, role in entries)
     for api, docs in TABLE.items()
-    for doc, paths in docs.items()
+    for doc, entries in docs.items()
 }
 
 #: Every member name that can hold an id, in any API.
@@ -204,25 +234,43 @@ def positions(api: Api, doc: Doc) -> tuple[Position, ...]:
     return _COMPILED[(api, doc)]
 
 
+type Call = tuple[int, ...]  # the number of the tool call an id belongs to (see module doc)
+
+
 @dataclass(slots=True)
 class Found:
-    """One id found in a parsed document: the object holding it and where."""
+    """One id found in a parsed document: the object holding it, where, and its call."""
 
     holder: dict[str, Any]
     key: str
     value: str
     path: str  # concrete, e.g. "choices[0].message.tool_calls[1].id"
+    role: Role = DEFINES
+    call: Call = ()
 
 
 def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
     """Every string id at the table's positions in a parsed JSON ``document``, in table order."""
     found: list[Found] = []
+    root: Call = ()
+    if doc is Doc.EVENT and isinstance(document, dict):
+        root = next(
+            (
+                (number,)
+                for name in _EVENT_CALL_NUMBERS
+                if type(number := document.get(name)) is int
+            ),
+            (),
+        )
     for position in positions(api, doc):
-        _walk(document, position.steps, 0, "", found)
+        _walk(document, 0, "", root, position=position, found=found)
     return found
 
 
-def _walk(node: Any, steps: tuple[_Step, ...], i: int, path: str, found: list[Found]) -> None:
+def _walk(
+    node: Any, i: int, path: str, call: Call, *, position: Position, found: list[Found]
+) -> None:
+    steps = position.steps
     step = steps[i]
     if isinstance(step, _Key):
         if not isinstance(node, dict) or step.name not in node:
@@ -230,16 +278,19 @@ def _walk(node: Any, steps: tuple[_Step, ...], i: int, path: str, found: list[Fo
         child = node[step.name]
         child_path = f"{path}.{step.name}" if path else step.name
         if i + 1 < len(steps):
-            _walk(child, steps, i + 1, child_path, found)
+            _walk(child, i + 1, child_path, call, position=position, found=found)
         elif isinstance(child, str):
-            found.append(Found(node, step.name, child, child_path))
+            found.append(Found(node, step.name, child, child_path, position.role, call))
         return
     if isinstance(node, list):
         for index, element in enumerate(node):
             if _admits(step, element):
-                _walk(element, steps, i + 1, f"{path}[{index}]", found)
+                number = element.get("index") if isinstance(element, dict) else None
+                number = number if type(number) is int else index
+                where = f"{path}[{index}]"
+                _walk(element, i + 1, where, (*call, number), position=position, found=found)
     elif isinstance(node, dict) and _admits(step, node):
-        _walk(node, steps, i + 1, path, found)
+        _walk(node, i + 1, path, call, position=position, found=found)
 
 
 def _admits(step: _Each, element: Any) -> bool:
@@ -247,3 +298,14 @@ def _admits(step: _Each, element: Any) -> bool:
         return True
     kind = element.get("type") if isinstance(element, dict) else None
     return isinstance(kind, str) and kind in step.types
+
+
+_PATH_PARTS: Final = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
+
+
+def path_order(path: str) -> tuple[tuple[int, int, str], ...]:
+    """A sort key that puts concrete paths (``messages[10].tool_calls[0].id``) in document
+    order: array indices compare as numbers, and come before member names."""
+    return tuple(
+        (0, int(index), "") if index else (1, 0, name) for index, name in _PATH_PARTS.findall(path)
+    )

@@ -7,13 +7,20 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from toolid import codec
 from toolid.body import Change
 
-_VERBS = {"restored": "restored", "encoded": "encoded", "kept": "kept (strict host)"}
+_VERBS = {
+    "restored": "restored",
+    "encoded": "encoded",
+    "kept": "kept (strict host)",
+    "mapped": "mapped",
+}
 _OBSERVED = {
     "restored": "would restore",
     "encoded": "would encode",
     "kept": "would keep (strict host)",
+    "mapped": "would map",
 }
 _EXAMPLES = 2
 _PLAIN: Final = re.compile(r"[^\s\"'\\\x00-\x1f\x7f-\x9f\ud800-\udfff]+")
@@ -32,18 +39,40 @@ def show(value: str) -> str:
     return text
 
 
-def as_record(change: Change) -> dict[str, str]:
-    """A JSON-serialisable record of one change (stored in ``flow.metadata``)."""
-    return {
+def ordinal(number: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``12th``, ``21st``, ..."""
+    if number % 100 in (11, 12, 13):
+        return f"{number}th"
+    return f"{number}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(number % 10, 'th') }"
+
+
+def use_of(client_id: str) -> str | None:
+    """``3rd use of functions.Glob:0`` for an occurrence-tagged client id, else None."""
+    raw, occurrence = codec.parse(client_id)
+    return f"{ordinal(occurrence)} use of {show(raw)}" if occurrence > 1 else None
+
+
+def as_record(change: Change) -> dict[str, Any]:
+    """A JSON-serialisable record of one change (stored in ``flow.metadata``); a tagged
+    client id's record says which use of the raw id it is (``occurrence``)."""
+    record: dict[str, Any] = {
         "path": change.path,
         "raw": change.raw,
         "client": change.client,
         "action": change.action,
     }
+    if (occurrence := codec.occurrence(change.client)) > 1:
+        record["occurrence"] = occurrence
+    if change.action == "mapped":
+        record["sent"] = change.sent
+    if change.rules:
+        record["rules"] = change.rules
+    return record
 
 
 def summary(records: Iterable[Mapping[str, Any]], observe: bool = False) -> str:
-    """``2 encoded (functions.get_weather:0 -> tid1_functions-2Eget_weather-3A0)``, etc.
+    """``2 encoded (functions.get_weather:0 -> tid1_functions-2Eget_weather-3A0)``,
+    ``1 mapped (toolu_01AbC -> aB3dE5fG7 for mistral)``, etc.
 
     Counts id positions per action; shows the first few distinct ids of each.
     """
@@ -52,7 +81,7 @@ def summary(records: Iterable[Mapping[str, Any]], observe: bool = False) -> str:
         by_action.setdefault(record["action"], []).append(record)
     words = _OBSERVED if observe else _VERBS
     parts = []
-    for action in ("restored", "encoded", "kept"):
+    for action in ("restored", "encoded", "kept", "mapped"):
         found = by_action.get(action)
         if not found:
             continue
@@ -66,6 +95,8 @@ def summary(records: Iterable[Mapping[str, Any]], observe: bool = False) -> str:
 
 def _pair(record: Mapping[str, Any]) -> str:
     raw, client = show(record["raw"]), show(record["client"])
-    if record["action"] == "encoded":
-        return f"{raw} -> {client}"
-    return f"{client} -> {raw}"
+    if record["action"] == "mapped":
+        return f"{client} -> {show(record.get('sent', ''))} for {record.get('rules', '?')}"
+    pair = f"{raw} -> {client}" if record["action"] == "encoded" else f"{client} -> {raw}"
+    tagged = use_of(record["client"])
+    return f"{pair}, {tagged}" if tagged else pair

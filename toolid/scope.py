@@ -1,33 +1,22 @@
-"""Host patterns: which upstreams are rewritten at all, and which reject non-conforming ids.
+"""Host patterns: which upstreams are rewritten at all, and which id rules each one has.
 
 A pattern is ``*`` (every host), a host name with ``*`` wildcards (``*.example.com``
 matches every subdomain of example.com, not example.com itself), an IP address, or any
 of those with ``:port`` (``localhost:8000``; IPv6 as ``[::1]:8000``). Case-insensitive.
-Several patterns may be given in one string, separated by commas.
+Several patterns may be given in one string, separated by commas. An assignment is
+``PATTERN=NAME`` (``localhost:8000=mistral``), several likewise separated by commas.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Final
 
 _PATTERN: Final = re.compile(
     r"(?P<host>\[[0-9a-fA-F:.*]+\]|[A-Za-z0-9.*_-]+)(?::(?P<port>[0-9]{1,5}))?"
 )
-
-#: Official APIs that reject tool-call ids outside ``[A-Za-z0-9_-]+``.
-DEFAULT_STRICT_HOSTS: Final[tuple[str, ...]] = (
-    "api.anthropic.com",
-    "api.openai.com",
-    "*.openai.azure.com",
-    "api.mistral.ai",
-    "generativelanguage.googleapis.com",
-    "*aiplatform.googleapis.com",
-    "bedrock-runtime.*.amazonaws.com",
-)
-
 
 @dataclass(frozen=True, slots=True)
 class HostPattern:
@@ -52,6 +41,31 @@ def parse(values: Iterable[str]) -> tuple[HostPattern, ...]:
             if text := part.strip():
                 patterns.append(_parse_one(text))
     return tuple(patterns)
+
+
+def parse_assignments(
+    values: Iterable[str], names: Collection[str]
+) -> tuple[tuple[HostPattern, str], ...]:
+    """Parse ``PATTERN=NAME`` entries, NAME one of ``names``; raise ValueError naming the
+    first bad one."""
+    pairs: list[tuple[HostPattern, str]] = []
+    for value in values:
+        for part in value.split(","):
+            if not (text := part.strip()):
+                continue
+            host, equals, name = text.rpartition("=")
+            if not equals or name.strip() not in names:
+                raise ValueError(
+                    f"invalid entry {text!r}: expected HOST=NAME with NAME one of "
+                    f"{', '.join(sorted(names))}"
+                )
+            pairs.append((_parse_one(host.strip()), name.strip()))
+    return tuple(pairs)
+
+
+def first(pairs: Iterable[tuple[HostPattern, str]], host: str, port: int) -> str | None:
+    """The name of the first assignment whose pattern covers ``host``:``port``."""
+    return next((name for pattern, name in pairs if pattern.matches(host, port)), None)
 
 
 def _parse_one(text: str) -> HostPattern:

@@ -18,6 +18,7 @@ from itertools import accumulate
 
 from toolid import body, decompress
 from toolid.body import Change, Edit, Policy, RewriteError
+from toolid.occurrence import CallIds
 from toolid.positions import Api, Doc
 from toolid.sse import EventFramer, data_lines
 
@@ -37,11 +38,16 @@ class StreamRewriter:
         *,
         content_encoding: str = "",
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        calls: CallIds | None = None,
     ) -> None:
-        """Raises ValueError for a content-encoding it cannot decode."""
+        """``calls``: the client ids of this response's tool calls, given once per call
+        across all its events (with the ids its request takes; see ``toolid.occurrence``).
+
+        Raises ValueError for a content-encoding it cannot decode."""
         self.api = api
         self._markers = body.id_markers(api, Doc.EVENT)
         self.policy = policy
+        self.calls = calls or CallIds(policy.profile)
         self.max_event_bytes = max_event_bytes
         self.changes: list[Change] = []
         self.problems: list[str] = []
@@ -117,7 +123,7 @@ class StreamRewriter:
             self._report_oversized()
             return event
         fields = None
-        if not body.may_change(event, self.api, Doc.EVENT, self.policy):
+        if not body.may_change(event, self.api, Doc.EVENT, self.policy, self.calls):
             # The byte check reads the event as is: it can miss an id whose member is split
             # across several data lines. Those are rare; look closer only then.
             if event.count(b"data") < 2:
@@ -129,10 +135,12 @@ class StreamRewriter:
         if not fields:
             return event
         document = b"\n".join(event[field.start : field.end] for field in fields)
-        if len(fields) > 1 and not body.may_change(document, self.api, Doc.EVENT, self.policy):
+        if len(fields) > 1 and not body.may_change(
+            document, self.api, Doc.EVENT, self.policy, self.calls
+        ):
             return event
         try:
-            plan = body.plan(document, self.api, Doc.EVENT, self.policy)
+            plan = body.plan(document, self.api, Doc.EVENT, self.policy, self.calls)
         except RewriteError as exc:
             self.problems.append(f"event left unchanged: {exc}")
             return event

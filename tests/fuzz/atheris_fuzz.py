@@ -38,6 +38,7 @@ with atheris.instrument_imports():
     from toolid import codec
     from toolid.body import Direction, Policy
     from toolid.positions import Api, Doc
+    from toolid.rules import RULE_SETS
     from toolid.stream import StreamRewriter
 
 from tests.fuzz.oracle import check_rewrite  # noqa: E402
@@ -49,7 +50,8 @@ POLICIES = [
     Policy(Direction.ENCODE),
     Policy(Direction.ENCODE, profile="call"),
     Policy(Direction.DECODE),
-    Policy(Direction.DECODE, strict=True),
+    Policy(Direction.DECODE, rules=RULE_SETS["safe"]),
+    Policy(Direction.DECODE, rules=RULE_SETS["mistral"]),
 ]
 ENCODINGS = ["gzip", "deflate", "br", "zstd"]
 

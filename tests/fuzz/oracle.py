@@ -29,7 +29,8 @@ from typing import Any, Final
 from toolid import codec
 from toolid.apis import api_from_shape
 from toolid.body import Direction, Edit, Policy, RewriteError, apply, rewrite
-from toolid.positions import Api, Doc, find_ids
+from toolid.positions import DEFINES, Api, Doc, Found, find_ids, path_order
+from toolid.rules import assign
 
 FAILED: Final = "failed-open"
 UNCHANGED: Final = "unchanged"
@@ -44,32 +45,77 @@ def parse(document: bytes) -> Any:
     return json.loads(document, parse_constant=str)
 
 
-def new_value(value: str, policy: Policy) -> str | None:
-    """What an id position holding ``value`` must hold after the rewrite (None: as is)."""
+def client_ids(
+    found: list[Found], profile: codec.Profile, taken: frozenset[str] = frozenset()
+) -> dict[tuple[int, str], str]:
+    """The client id of every position of one response, by (id of holder, key), as the
+    spec's "Occurrence tags" section says: calls in order of their number, each the first
+    of encode(raw), tagged(raw, 2), ... not taken (by the history or an earlier call); a
+    reference gets its call's client id (same number, else the latest call with that raw
+    id, else plain encode)."""
+    given = set(taken)
+    unit_ids: dict[tuple[Any, ...], str] = {}
+    by_call: dict[tuple[Any, ...], str] = {}
+    latest: dict[str, str] = {}
+    out: dict[tuple[int, str], str] = {}
+    for f in sorted((f for f in found if f.role is DEFINES), key=lambda f: f.call):
+        unit = (f.call, f.key, f.value)
+        if unit not in unit_ids:
+            k = 1
+            while (client := codec.encode(f.value, profile, k)) in given:
+                k += 1
+            given.add(client)
+            unit_ids[unit] = by_call[(f.call, f.value)] = latest[f.value] = client
+        out[(id(f.holder), f.key)] = unit_ids[unit]
+    for f in found:
+        if f.role is not DEFINES:
+            out[(id(f.holder), f.key)] = (
+                by_call.get((f.call, f.value))
+                or latest.get(f.value)
+                or codec.encode(f.value, profile)
+            )
+    return out
+
+
+def new_values(parsed: Any, api: Api, doc: Doc, policy: Policy) -> dict[tuple[int, str], str]:
+    """The new value of every position of ``parsed`` that must change, by (id of holder,
+    key); positions kept as they are (unchanged, or kept for a strict host) are absent."""
+    found = find_ids(parsed, api, doc)
     if policy.direction is Direction.ENCODE:
-        client = codec.encode(value, policy.profile)
-        return None if client == value else client
-    raw = codec.decode(value)
-    if raw == value or (policy.strict and not codec.is_strict_safe(raw)):
-        return None
-    return raw
+        clients = client_ids(found, policy.profile)
+        return {m: c for f in found if (c := clients[m := (id(f.holder), f.key)]) != f.value}
+    if policy.rules is not None:
+        # Which id each position sends is toolid.rules' job, checked by its own properties
+        # (tests/test_rules.py); this oracle checks that the bytes carry exactly those ids.
+        once = sorted(
+            {(id(f.holder), f.key): f for f in found}.values(), key=lambda f: path_order(f.path)
+        )
+        sent = assign(once, api, policy.rules)
+        pairs = zip(once, sent, strict=True)
+        return {(id(f.holder), f.key): s.value for f, s in pairs if s.value != f.value}
+    return {
+        (id(f.holder), f.key): raw for f in found if (raw := codec.decode(f.value)) != f.value
+    }
 
 
 def expected_changes(parsed: Any, api: Api, doc: Doc, policy: Policy) -> Counter[tuple[str, ...]]:
     """(path, raw, client, action) of every position that changes or is kept."""
     out: Counter[tuple[str, ...]] = Counter()
+    new = new_values(parsed, api, doc, policy)
     for found in find_ids(parsed, api, doc):
-        value = found.value
+        value, member = found.value, (id(found.holder), found.key)
         if policy.direction is Direction.ENCODE:
-            client = codec.encode(value, policy.profile)
-            if client != value:
-                out[(found.path, value, client, "encoded")] += 1
+            if member in new:
+                out[(found.path, value, new[member], "encoded", "", "")] += 1
             continue
         raw = codec.decode(value)
-        if raw == value:
-            continue
-        kept = policy.strict and not codec.is_strict_safe(raw)
-        out[(found.path, raw, value, "kept" if kept else "restored")] += 1
+        if member in new and new[member] != raw:
+            rules = policy.rules.name if policy.rules else ""
+            out[(found.path, raw, value, "mapped", new[member], rules)] += 1
+        elif raw != value:
+            action = "restored" if member in new else "kept"
+            rules = policy.rules.name if policy.rules and action == "kept" else ""
+            out[(found.path, raw, value, action, "", rules)] += 1
     return out
 
 
@@ -129,6 +175,7 @@ def check_rewrite(
     assert api is None or used is api
     assert out == apply(document, result.edits)
     before = parse(document)  # edits only ever happen to a document that parses
+    before_new = new_values(before, used, doc, policy)
     assert api is not None or api_from_shape(before, doc) is used
 
     at = 0
@@ -154,28 +201,36 @@ def check_rewrite(
     assert set(at_positions) == set(sentinels), "an edit is not at an id position"
 
     # Each span held the position's old value and now holds its new one.
-    old_at = {f.path: f.value for f in find_ids(before, used, doc)}
+    before_ids = find_ids(before, used, doc)
+    old_at = {f.path: f.value for f in before_ids}
+    new_at = {
+        f.path: before_new[member]
+        for f in before_ids
+        if (member := (id(f.holder), f.key)) in before_new
+    }
     for edit, sentinel in zip(result.edits, sentinels, strict=True):
-        old = old_at[at_positions[sentinel]]
-        assert parse(document[edit.start : edit.end]) == old
-        new = new_value(old, policy)
-        assert new is not None, f"edited a position that needed no change: {old!r}"
-        assert parse(edit.text) == new
+        path = at_positions[sentinel]
+        assert parse(document[edit.start : edit.end]) == old_at[path]
+        assert path in new_at, f"edited a position that needed no change: {old_at[path]!r}"
+        assert parse(edit.text) == new_at[path]
 
     # The parsed output is the parsed input with exactly the positions replaced.
     expected = parse(document)
-    seen: set[tuple[int, str]] = set()
-    for found in find_ids(expected, used, doc):
-        if (id(found.holder), found.key) in seen:
-            continue
-        seen.add((id(found.holder), found.key))
-        new = new_value(found.value, policy)
-        if new is not None:
-            found.holder[found.key] = new
+    for holder, key, new in _replacements(expected, used, doc, policy):
+        holder[key] = new
     assert deep_equal(parse(out), expected), "the output parses to something else"
-    got = Counter((c.path, c.raw, c.client, c.action) for c in result.changes)
+    got = Counter(tuple(c) for c in result.changes)
     assert got == expected_changes(before, used, doc, policy)
     return EDITED
+
+
+def _replacements(
+    parsed: Any, api: Api, doc: Doc, policy: Policy
+) -> list[tuple[dict[str, Any], str, str]]:
+    """(holder, key, new value) of each position of ``parsed`` to change, once each."""
+    new = new_values(parsed, api, doc, policy)
+    members = {(id(f.holder), f.key): f.holder for f in find_ids(parsed, api, doc)}
+    return [(members[m], m[1], value) for m, value in new.items()]
 
 
 # A \u escape spelling a printable ASCII character ("\u0074id1_", "\u0069d"): the byte-level
@@ -195,9 +250,7 @@ def _check_nothing_missed(document: bytes, api: Api | None, doc: Doc, policy: Po
     used = api or api_from_shape(parsed, doc)
     if used is None:
         return
-    missed = [
-        (f.path, f.value)
-        for f in find_ids(parsed, used, doc)
-        if new_value(f.value, policy) is not None
-    ]
+    new = new_values(parsed, used, doc, policy)
+    found = find_ids(parsed, used, doc)
+    missed = [(f.path, f.value) for f in found if (id(f.holder), f.key) in new]
     assert not missed, f"ids left unchanged without an error: {missed}"

@@ -33,6 +33,7 @@ from tests.test_body import API_DOCS, Builder, set_path
 from toolid import codec
 from toolid.body import Direction, Policy, RewriteError, rewrite
 from toolid.positions import Api, Doc
+from toolid.rules import RULE_SETS
 
 from .budget import fuzz
 from .oracle import ASCII_ESCAPE, EDITED, FAILED, SECRET, check_rewrite, deep_equal, parse
@@ -43,7 +44,9 @@ POLICIES = st.sampled_from(
         Policy(Direction.ENCODE),
         Policy(Direction.ENCODE, profile="call"),
         Policy(Direction.DECODE),
-        Policy(Direction.DECODE, strict=True),
+        Policy(Direction.DECODE, rules=RULE_SETS["safe"]),
+        Policy(Direction.DECODE, rules=RULE_SETS["mistral"]),
+        Policy(Direction.DECODE, rules=RULE_SETS["openai"]),
         Policy(Direction.DECODE, profile="call"),
     ]
 )

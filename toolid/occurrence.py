@@ -1,0 +1,126 @@
+"""Occurrence tags: which client id each tool call of one response gets (wire format v1).
+
+An upstream that reuses ids (``functions.Glob:0`` every turn) would hand the client the
+same id for different calls. So the client id of a call is the first of
+``encode(raw)``, ``encode(raw, occurrence=2)``, ... that is not *taken*: not defined by the
+request's history (``Taken``) and not given to an earlier call of the same response.
+
+``CallIds`` makes that choice once per call, however many events mention it (a call is
+known by its number, see ``positions.Found.call``), and answers references (results,
+events about a call) with the client id of the call they point at. One ``CallIds`` serves
+one response, buffered or streamed; nothing outlives the flow, so the proxy stays
+stateless. Sans I/O: it sees ids and bytes, never a connection.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Final
+
+from toolid import codec
+from toolid.apis import api_from_shape
+from toolid.positions import DEFINES, Api, Call, Doc, Found, find_ids
+
+# A \u escape that could spell a character of a client id ([A-Za-z0-9_-] are all in
+# U+0020..U+007F): where the request has none, a client id it defines is spelled plainly.
+_ASCII_ESCAPE: Final = re.compile(rb"\\u00[2-7][0-9A-Fa-f]")
+
+
+class Taken:
+    """The client ids defined by a request's history (definition positions only).
+
+    Built from the request as the client sent it; parsed only when a candidate id is
+    spelled somewhere in it, so requests whose history cannot collide cost a byte search.
+    """
+
+    def __init__(self, request: bytes = b"", api: Api | None = None) -> None:
+        self._request = request
+        self._api = api
+        self._ids: frozenset[str] | None = None if request else frozenset()
+        self._escapes: bool | None = None
+
+    @classmethod
+    def of(cls, client_ids: Iterable[str]) -> Taken:
+        """A taken set given as the ids themselves."""
+        taken = cls()
+        taken._ids = frozenset(client_ids)
+        return taken
+
+    def __contains__(self, client_id: object) -> bool:
+        if not isinstance(client_id, str):
+            return False
+        if self._ids is None:
+            literal = b'"' + client_id.encode() + b'"' if codec.has_shape(client_id) else b""
+            if literal and literal not in self._request and not self._escaped():
+                return False
+            self._ids = self._definitions()
+        return client_id in self._ids
+
+    def _escaped(self) -> bool:
+        """Whether the request may spell a client id with escapes (then the byte search
+        cannot prove an id absent). Searched once, when first asked."""
+        if self._escapes is None:
+            self._escapes = _ASCII_ESCAPE.search(self._request) is not None
+        return self._escapes
+
+    def _definitions(self) -> frozenset[str]:
+        try:
+            document = json.loads(self._request)
+        except (ValueError, RecursionError):
+            return frozenset()
+        api = self._api or api_from_shape(document, Doc.REQUEST)
+        if api is None:
+            return frozenset()
+        found = find_ids(document, api, Doc.REQUEST)
+        return frozenset(f.value for f in found if f.role is DEFINES)
+
+
+NOTHING_TAKEN: Final = Taken()
+
+
+class CallIds:
+    """The client ids of the tool calls of one response (buffered, or a whole stream)."""
+
+    def __init__(self, profile: codec.Profile = "safe", taken: Taken = NOTHING_TAKEN) -> None:
+        self.profile: codec.Profile = profile
+        self.taken = taken
+        self._calls: dict[tuple[Call, str, str], str] = {}  # (call, key, raw) -> client id
+        self._by_call: dict[tuple[Call, str], str] = {}  # (call, raw) -> client id
+        self._latest: dict[str, str] = {}  # raw -> client id of its latest call
+        self._given: set[str] = set()  # client ids given to this response's calls
+        self._tagged: set[str] = set()  # raw ids some call of which got an occurrence tag
+
+    def client_id(self, found: Found) -> str:
+        """The client id for the id ``found`` in the response (encoded, maybe tagged)."""
+        if found.role is DEFINES:
+            return self.define(found.call, found.key, found.value)
+        return self.refer(found.call, found.value)
+
+    def tagged(self, raw: str) -> bool:
+        """Whether some call of this response with raw id ``raw`` got an occurrence tag."""
+        return raw in self._tagged
+
+    def define(self, call: Call, key: str, raw: str) -> str:
+        """The client id of the call numbered ``call`` whose member ``key`` holds ``raw``."""
+        known = self._calls.get((call, key, raw))
+        if known is not None:
+            return known
+        occurrence = 1
+        client = codec.encode(raw, self.profile)
+        while client in self._given or client in self.taken:
+            occurrence += 1
+            client = codec.encode(raw, self.profile, occurrence)
+        if occurrence > 1:
+            self._tagged.add(raw)
+        self._calls[(call, key, raw)] = self._by_call[(call, raw)] = self._latest[raw] = client
+        self._given.add(client)
+        return client
+
+    def refer(self, call: Call, raw: str) -> str:
+        """The client id a reference to ``raw`` gets: that of the call with this raw id and
+        the same number (an event about that call), else of the latest call with this raw
+        id, else its plain encoding (the call is not in this response)."""
+        known = self._by_call.get((call, raw)) or self._latest.get(raw)
+        return known if known is not None else codec.encode(raw, self.profile)

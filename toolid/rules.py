@@ -1,0 +1,203 @@
+"""Destination rules: the tool-call id rules of each kind of upstream, and ids that obey them.
+
+A *rule set* says, for each kind of id position, which ids a destination accepts: the
+characters, the length, a required prefix; and whether the tool calls of one request must
+have distinct ids. ``assign`` chooses, for every id position of one request, the id to send:
+the restored raw id if the destination accepts it (never for an occurrence-tagged id), else
+the client id, else a deterministic conforming form derived from the client id; calls stay
+distinct and each result gets the id of the nearest call before it with its client id. Data
+first, like the position table; sans I/O.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Final, NamedTuple
+
+from toolid import codec
+from toolid.positions import DEFINES, Api, Found
+
+_BASE62: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_DIGEST: Final = 10  # base-62 digits of a mapped id's hash part (~60 bits)
+_STEM_MIN: Final = 6  # room below which a mapped id is its hash alone
+_UNBOUNDED: Final = 64  # how long a mapped id gets where the destination sets no limit
+
+
+class Rule(NamedTuple):
+    """The ids one kind of position accepts: ``prefix`` then characters of ``allowed`` (a
+    regex character class body), ``min_len`` to ``max_len`` characters in all."""
+
+    allowed: str = "A-Za-z0-9_-"
+    max_len: int | None = None
+    prefix: str = ""
+    min_len: int = 1
+
+    def accepts(self, value: str) -> bool:
+        """Whether the destination takes ``value`` at such a position."""
+        return _pattern(self).fullmatch(value) is not None
+
+
+@functools.cache
+def _pattern(rule: Rule) -> re.Pattern[str]:
+    low = max(rule.min_len - len(rule.prefix), 0)
+    high = "" if rule.max_len is None else rule.max_len - len(rule.prefix)
+    return re.compile(f"{re.escape(rule.prefix)}[{rule.allowed}]{{{low},{high}}}")
+
+
+@functools.cache
+def _allowed_chars(rule: Rule) -> frozenset[str]:
+    one = re.compile(f"[{rule.allowed}]")
+    return frozenset(chr(c) for c in range(128) if one.fullmatch(chr(c)))
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    """The id rules of one kind of destination."""
+
+    name: str
+    default: Rule
+    # Overrides by kind of position: "<api>.<member>" or "<api>.<member>.<holder type>",
+    # e.g. "chat.id", "responses.call_id", "responses.id.function_call".
+    kinds: Mapping[str, Rule] = field(default_factory=dict)
+    unique: bool = True  # the calls of one request must have distinct ids
+
+    def rule(self, api: Api, found: Found) -> Rule:
+        """The rule for the id position ``found`` of a request of ``api``."""
+        kind = found.holder.get("type")
+        if isinstance(kind, str):
+            typed = self.kinds.get(f"{api.value}.{found.key}.{kind}")
+            if typed is not None:
+                return typed
+        return self.kinds.get(f"{api.value}.{found.key}", self.default)
+
+
+_SAFE = Rule()
+
+#: Every rule set, by the name ``toolid_host_rules`` uses.
+RULE_SETS: Final[dict[str, RuleSet]] = {
+    rule_set.name: rule_set
+    for rule_set in (
+        # toolid's own rule: what Anthropic, Bedrock and OpenAI Responses all accept.
+        RuleSet("safe", _SAFE),
+        # Anthropic Messages API errors: "tool_use.id: String should match pattern
+        # '^[a-zA-Z0-9_-]+$'" and "tool_use ids must be unique"; server tool ids must match
+        # '^srvtoolu_[a-zA-Z0-9_]+$' (where-ids-live.md). No documented length limit.
+        RuleSet(
+            "anthropic",
+            _SAFE,
+            {"messages.id.server_tool_use": Rule("A-Za-z0-9_", prefix="srvtoolu_")},
+        ),
+        # OpenAI (and Azure OpenAI) errors: Chat "Invalid 'messages[2].tool_calls[0].id':
+        # string too long. Expected a string with maximum length 40"; Responses
+        # "Invalid 'input[95].call_id': string too long. Expected a string with maximum
+        # length 64", item ids "Expected an ID that begins with 'fc'" (function_call) /
+        # "'ctc'" (custom_tool_call); charset "letters, numbers, underscores, or dashes".
+        RuleSet(
+            "openai",
+            Rule(max_len=64),
+            {
+                "chat.id": Rule(max_len=40),
+                "chat.tool_call_id": Rule(max_len=40),
+                "responses.id.function_call": Rule(max_len=64, prefix="fc"),
+                "responses.id.custom_tool_call": Rule(max_len=64, prefix="ctc"),
+            },
+        ),
+        # Mistral's API and vLLM with the Mistral tokenizer (mistral-common): "Tool call id
+        # was call_PTLP8xhu3uwZk4l3nlnrrJha but must be a-z, A-Z, 0-9, with a length of 9."
+        RuleSet("mistral", Rule("A-Za-z0-9", max_len=9, min_len=9)),
+        # Bedrock Converse: toolUseId 1 to 64 characters; [a-zA-Z0-9_-]+ (older botocore; the
+        # newer [a-zA-Z0-9_.:-]+ accepts everything this does).
+        RuleSet("bedrock", Rule(max_len=64)),
+    )
+}
+NO_RULES: Final = "none"  # the name that turns a built-in rule set off for a host
+
+#: Official API hosts and their rule sets (toolid_host_rules entries add to and override these).
+DEFAULT_HOST_RULES: Final[tuple[str, ...]] = (
+    "api.anthropic.com=anthropic",
+    "api.openai.com=openai",
+    "*.openai.azure.com=openai",
+    "api.mistral.ai=mistral",
+    "generativelanguage.googleapis.com=safe",
+    "*aiplatform.googleapis.com=safe",
+    "bedrock-runtime.*.amazonaws.com=bedrock",
+)
+
+
+class Sent(NamedTuple):
+    """The id one position of a request gets, and why."""
+
+    value: str  # what goes to the destination
+    source: str  # "raw" (the restored raw id), "client" (as the client sent it), "mapped"
+
+
+def assign(found: Iterable[Found], api: Api, rule_set: RuleSet) -> list[Sent]:
+    """The id each position of one request sends, in the order of ``found``.
+
+    ``found``: the request's id positions in document order. Calls (definitions) are
+    distinct when the rule set says so: a call whose preferred id is already used by an
+    earlier call takes the next conforming form. A result (reference) takes the id of the
+    nearest call before it with the same client id; one with no such call is judged alone.
+    """
+    sent: list[Sent] = []
+    used: set[str] = set()
+    by_client: dict[tuple[str, str], Sent] = {}  # (rule key, client id) -> the latest call's
+    for position in found:
+        rule = rule_set.rule(api, position)
+        if position.role is DEFINES:
+            choice = _choose(position.value, rule, used if rule_set.unique else set())
+            used.add(choice.value)
+            by_client[(_family(position), position.value)] = choice
+        else:
+            call = by_client.get((_family(position), position.value))
+            choice = call if call is not None else _choose(position.value, rule, set())
+        sent.append(choice)
+    return sent
+
+
+def _family(position: Found) -> str:
+    """Which calls a reference can point at: a ``call_id`` names a call's ``call_id``, every
+    other reference a call's own ``id`` (``tool_call_id``, ``tool_use_id``, ``item_id``...)."""
+    return "call_id" if position.key == "call_id" else "id"
+
+
+def _choose(client_id: str, rule: Rule, used: set[str]) -> Sent:
+    raw, occurrence = codec.parse(client_id)
+    # Never a tagged id's raw id (wire format v1): a host with rules gets the tagged one.
+    if occurrence == 1 and rule.accepts(raw) and raw not in used:
+        return Sent(raw, "raw")
+    if rule.accepts(client_id) and client_id not in used:
+        return Sent(client_id, "client")
+    attempt = 0
+    while (value := conforming(client_id, rule, attempt)) in used:
+        attempt += 1
+    return Sent(value, "mapped")
+
+
+def conforming(client_id: str, rule: Rule, attempt: int = 0) -> str:
+    """A deterministic id ``rule`` accepts, made from ``client_id`` (and ``attempt``, which
+    gives another one when the first is taken): the rule's prefix, a readable stem of the raw
+    id where there is room, and a base-62 hash of the client id."""
+    room = (rule.max_len or _UNBOUNDED) - len(rule.prefix)
+    seed = f"{client_id}\x00{attempt}" if attempt else client_id
+    digest = _hash(seed, min(room, max(_DIGEST, rule.min_len - len(rule.prefix))))
+    allowed = _allowed_chars(rule)
+    stem_room = room - len(digest) - 1
+    if stem_room < _STEM_MIN or "_" not in allowed:
+        return rule.prefix + digest
+    stem = "".join(c if c in allowed else "_" for c in codec.decode(client_id))
+    stem = re.sub("_+", "_", stem).strip("_")[:stem_room].rstrip("_")
+    return f"{rule.prefix}{stem}_{digest}" if stem else rule.prefix + digest
+
+
+def _hash(text: str, length: int) -> str:
+    number = int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())
+    digits = []
+    for _ in range(length):
+        number, digit = divmod(number, 62)
+        digits.append(_BASE62[digit])
+    return "".join(digits)
