@@ -1,13 +1,14 @@
-"""toolid benchmark harness (issue #5): proxy overhead, library cost, memory.
+"""toolid benchmark harness: issue #12's time ratios (proxy and library), scaling, memory.
 
 Run it with ``scripts/bench`` (or ``python -m bench``); ``--help`` lists the options.
 
 - ``workloads``: the request/response bodies and SSE streams (deterministic, stdlib only).
-- ``upstream``: a fast asyncio HTTP/1.1 server that serves the canned responses.
+- ``upstream``: a fast asyncio HTTP/1.1 server that serves the canned responses (streams in
+  16 KiB chunks).
 - ``client``: an asyncio raw-socket load client (keep-alive, Content-Length and chunked).
 - ``proxy``: starts ``mitmdump`` (with and without the addon) and reads its memory.
 - ``library``: times ``toolid.body`` / ``toolid.stream`` against ``json.loads`` / ``bytes.find``.
-- ``run``: the command line, the table and the JSON report.
+- ``run``: the command line, the table (issue #12's rows first) and the JSON report.
 - ``scaleout`` (``python -m bench.scaleout``): one proxy process against N behind HAProxy.
 - ``haproxy``: installs and runs HAProxy with ``deploy/haproxy.cfg`` (also for the e2e test).
 

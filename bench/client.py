@@ -229,8 +229,10 @@ async def run_load(
     events_per_response: int = 0,
     warmup: int = 1,
     max_requests: int | None = None,
+    min_requests: int = 0,
 ) -> LoadResult:
-    """Keep ``connections`` connections busy with ``request`` for ``duration`` seconds."""
+    """Keep ``connections`` connections busy with ``request`` for ``duration`` seconds (and
+    until at least ``min_requests`` were sent)."""
     conns = [await Connection.open(host, port) for _ in range(connections)]
     try:
         for _ in range(warmup):
@@ -245,7 +247,9 @@ async def run_load(
 
         async def worker(conn: Connection) -> None:
             nonlocal body_bytes, count
-            while clock() < deadline and (max_requests is None or count < max_requests):
+            while (clock() < deadline or count < min_requests) and (
+                max_requests is None or count < max_requests
+            ):
                 t0 = clock()
                 count += 1
                 response = await conn.request(request)

@@ -1,14 +1,28 @@
 """``scripts/bench`` / ``python -m bench``: measure, print a table, optionally write JSON.
 
-Three parts, in one run on the same machine:
+The table leads with the rows of issue #12, each a *time ratio* toolid / reference (lower is
+better), the median over interleaved repeats with its [min-max], next to its target:
 
-1. proxy: the same workloads straight to the upstream (client-only), through plain ``mitmdump``,
-   through ``mitmdump --set stream_large_bodies=1`` (streams only: plain mitmdump *buffers* an
-   SSE response, which no agent can use, so this is the like-for-like baseline for streams) and
-   through ``mitmdump -s addons/toolid_addon.py``. Repeats are interleaved (the order of the
-   proxies rotates) so that drift on a shared machine hits every column alike.
-2. library: ``bench.library``.
-3. memory: peak RSS of ``mitmdump`` with the addon streaming a short and a 10x longer SSE body.
+1. proxy: chat SSE, 2,000 events in 16 KiB chunks, a tool call every 20, through
+   ``mitmdump -s addons/toolid_addon.py`` against ``mitmdump --set stream_large_bodies=1``
+   (plain mitmdump *buffers* an SSE response, which no agent can use);
+2. proxy: a buffered chat response with 4 Kimi-style tool calls, against plain ``mitmdump``;
+3. proxy: a follow-up request with 500 prior tool calls (tid1_ ids to restore), against plain
+   ``mitmdump``;
+4. library: restore the ids of that history (~1 MiB) against one ``json.loads`` of it;
+5. library: encode the ids of a ~1 MiB response against one ``json.loads`` of it;
+
+then the worst-case stream (a tool call in every event), the scaling series (histories of 50 /
+500 / 5,000 calls, time per call) and the rest: pass-through costs, the library per API shape,
+memory while streaming.
+
+Proxy times: each measurement sends the workload's request over *one* keep-alive connection,
+one request at a time, for ``--duration`` seconds (at least ``MIN_REQUESTS`` requests) after
+one warm-up request; a request's time runs from writing it to the last byte of its response.
+A repeat measures the reference and toolid back to back, their order alternating between
+repeats (the first repeat also measures client-only: the upstream without a proxy). A repeat's
+ratio is toolid's median time over the reference's; the row shows the median of those paired
+ratios over the repeats. The proxies' CPU time per request (from ``/proc``) is reported beside.
 
 PASS/MISS next to a target is information for the reader; nothing fails on speed.
 """
@@ -17,11 +31,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +51,8 @@ from bench.proxy import REPO_ROOT, Mitmdump, Upstream
 KiB = 1024
 MiB = 1024 * KiB
 LOCAL = "127.0.0.1"
+#: A proxy measurement sends at least this many requests (the 5,000-call follow-up is slow).
+MIN_REQUESTS = 5
 
 
 # --- the proxy workloads ----------------------------------------------------------------------
@@ -50,75 +66,77 @@ class ProxyWorkload:
     body: Callable[[], bytes]
     check: str  # "response": ids encoded in the answer; "request": ids restored upstream
     events: int = 0  # SSE events per response (0: a buffered response)
+    calls: int = 0  # prior tool calls in the request (follow-ups)
 
     @property
     def streamed(self) -> bool:
         return self.events > 0
 
+    @property
+    def reference(self) -> str:
+        """The target toolid is compared with: streaming mitmdump for streams, else plain."""
+        return "plain_stream" if self.streamed else "plain"
+
 
 def _followup(calls: int) -> ProxyWorkload:
     return ProxyWorkload(
         f"proxy.followup.{calls}",
-        f"chat request, {calls} prior tool call(s), tid1_ ids",
-        "/v1/chat/completions?w=text",
+        f"chat follow-up request, {calls:,} prior tool calls, tid1_ ids",
+        "/v1/chat/completions?w=text.chat",
         lambda: workloads.history_request("chat", calls, ids="client"),
         "request",
+        calls=calls,
+    )
+
+
+def _stream(label: str, what: str) -> ProxyWorkload:
+    return ProxyWorkload(
+        f"proxy.sse.{label}",
+        f"chat SSE, {workloads.STREAM_EVENTS:,} events in "
+        f"{workloads.STREAM_CHUNK // KiB} KiB chunks, {what}",
+        f"/v1/chat/completions?w=sse.{label}",
+        lambda: workloads.first_request("chat", stream=True),
+        "response",
+        events=workloads.STREAM_EVENTS,
     )
 
 
 PROXY_WORKLOADS: tuple[ProxyWorkload, ...] = (
-    *(
-        ProxyWorkload(
-            f"proxy.resp.{shape}",
-            f"{shape} response, 2 Kimi-style tool calls",
-            f"{workloads.PATHS[shape]}?w=resp.{shape}",
-            functools.partial(workloads.first_request, shape),
-            "response",
-        )
-        for shape in workloads.SHAPES
-    ),
-    _followup(1),
-    _followup(50),
-    _followup(500),
+    _stream("tools", f"a tool call every {workloads.STREAM_TOOL_EVERY}"),
+    _stream("every", "a tool call in every event"),
+    _stream("text", "text only"),
     ProxyWorkload(
-        "proxy.sse.tools",
-        f"chat SSE, {workloads.STREAM_EVENTS} events, a tool call every "
-        f"{workloads.STREAM_TOOL_EVERY}",
-        "/v1/chat/completions?w=sse.tools",
-        lambda: workloads.first_request("chat", stream=True),
+        "proxy.resp.chat",
+        f"buffered chat response, {workloads.RESPONSE_CALLS} Kimi-style tool calls",
+        f"{workloads.PATHS['chat']}?w=resp.chat",
+        lambda: workloads.first_request("chat"),
         "response",
-        events=workloads.STREAM_EVENTS,
     ),
-    ProxyWorkload(
-        "proxy.sse.text",
-        f"chat SSE, {workloads.STREAM_EVENTS} events, text only",
-        "/v1/chat/completions?w=sse.text",
-        lambda: workloads.first_request("chat", stream=True),
-        "response",
-        events=workloads.STREAM_EVENTS,
-    ),
+    *(_followup(calls) for calls in workloads.FOLLOWUP_CALLS),
 )
 
-#: Library body sizes (the same in --quick, which only repeats less).
-LIB_SIZES = (10 * KiB, 1 * MiB, 10 * MiB)
-LIB_SHAPE_SIZE = 1 * MiB
+#: The library: chat histories of these many calls (the scaling series), the other shapes and
+#: pass-through at ROW_CALLS; responses of LIB_RESPONSE_SIZE.
+ROW_CALLS = 500
+LIB_RESPONSE_SIZE = 1 * MiB
 
 
 def expected_case_ids() -> list[str]:
     """Every case a run reports (full and --quick alike)."""
     ids = [w.id for w in PROXY_WORKLOADS]
     ids += [case.id for case in _library_cases(ids_only=True)]
-    ids.append("memory.sse")
+    ids += ["scaling.followup", "memory.sse"]
     return ids
 
 
 def _library_cases(ids_only: bool = False) -> list[library.Case]:
     if ids_only:  # the same ids, without building 10 MiB bodies
-        ids = [spec.id for spec in library.body_specs(LIB_SIZES, LIB_SHAPE_SIZE)]
-        return [library.Case(i, "pass", "", 0, {}) for i in ids + library.stream_case_ids()]
+        specs = library.body_specs(workloads.FOLLOWUP_CALLS, ROW_CALLS, LIB_RESPONSE_SIZE)
+        ids = [spec.id for spec in specs] + library.stream_case_ids()
+        return [library.Case(i, "pass", "", 0, {}) for i in ids]
     return [
-        *library.body_cases(LIB_SIZES, LIB_SHAPE_SIZE),
-        *library.stream_cases(workloads.STREAM_EVENTS, workloads.STREAM_TOOL_EVERY),
+        *library.body_cases(workloads.FOLLOWUP_CALLS, ROW_CALLS, LIB_RESPONSE_SIZE),
+        *library.stream_cases(workloads.STREAM_EVENTS, workloads.STREAM_CHUNK),
     ]
 
 
@@ -130,8 +148,6 @@ class Settings:
     quick: bool
     repeats: int
     duration: float
-    latency_duration: float
-    connections: int
     lib_repeats: int
     lib_min_sample_ms: float
     memory_sizes: tuple[int, int]
@@ -145,11 +161,9 @@ class Settings:
             small, large = (int(x) * MiB for x in args.memory_mib.split(","))
         return cls(
             quick=quick,
-            repeats=args.repeats or (1 if quick else 3),
-            duration=args.duration or (0.2 if quick else 1.0),
-            latency_duration=args.latency_duration or (0.1 if quick else 0.5),
-            connections=args.connections or (4 if quick else 8),
-            lib_repeats=args.lib_repeats or (2 if quick else 7),
+            repeats=args.repeats or (1 if quick else 7),
+            duration=args.duration or (0.1 if quick else 0.5),
+            lib_repeats=args.lib_repeats or (2 if quick else 9),
             lib_min_sample_ms=0.5 if quick else 2.0,
             memory_sizes=(small, large),
             parts=tuple(args.only.split(",")) if args.only else ("proxy", "library", "memory"),
@@ -167,25 +181,25 @@ class Target:
     process: Mitmdump | None  # None: the upstream itself (client-only)
 
 
-def _request(workload: ProxyWorkload, *, echo: bool = False) -> bytes:
+def _request(workload: ProxyWorkload, body: bytes, *, echo: bool = False) -> bytes:
     path = workload.path + ("&echo=1" if echo else "")
-    return client.build_request(path, workload.body())
+    return client.build_request(path, body)
 
 
-async def _check(workload: ProxyWorkload, target: Target) -> str:
+async def _check(workload: ProxyWorkload, body: bytes, target: Target) -> str:
     """'ok', or what is wrong with what this target delivers for this workload."""
     addon = target.name == "addon"
     raw, safe = workloads.raw_id(0).encode(), workloads.client_id(0).encode()
     if workload.check == "request":
-        got = (await client.fetch(LOCAL, target.port, _request(workload, echo=True))).body
+        got = (await client.fetch(LOCAL, target.port, _request(workload, body, echo=True))).body
         want, unwanted = (raw, b"tid1_") if addon else (safe, raw)
         where = "the request the upstream got"
     else:
-        response = await client.fetch(LOCAL, target.port, _request(workload))
+        response = await client.fetch(LOCAL, target.port, _request(workload, body))
         got = response.body
         where = "the response"
         if workload.id == "proxy.sse.text":
-            canned = b"".join(workloads.canned("sse.text").events)
+            canned = b"".join(workloads.canned("sse.text").chunks)
             return "ok" if got == canned else "the text-only stream was altered"
         want, unwanted = (safe, raw) if addon else (raw, safe)
     if want not in got or unwanted in got:
@@ -193,71 +207,73 @@ async def _check(workload: ProxyWorkload, target: Target) -> str:
     return "ok"
 
 
+def _targets_for(workload: ProxyWorkload, targets: dict[str, Target]) -> list[Target]:
+    return [targets[n] for n in ("direct", workload.reference, "addon")]
+
+
 async def _proxy_phase(
     settings: Settings, targets: dict[str, Target], log: Callable[[str], None]
 ) -> list[dict[str, Any]]:
+    bodies = {w.id: w.body() for w in PROXY_WORKLOADS}
     checks: dict[str, dict[str, str]] = {}
     for workload in PROXY_WORKLOADS:
         checks[workload.id] = {}
         for target in _targets_for(workload, targets):
             if target.process is not None:
-                checks[workload.id][target.name] = await _check(workload, target)
-                if checks[workload.id][target.name] != "ok":
-                    log(
-                        f"WARNING {workload.id} via {target.label}: "
-                        f"{checks[workload.id][target.name]}"
-                    )
+                problem = await _check(workload, bodies[workload.id], target)
+                checks[workload.id][target.name] = problem
+                if problem != "ok":
+                    log(f"WARNING {workload.id} via {target.label}: {problem}")
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for rep in range(settings.repeats):
         for workload in PROXY_WORKLOADS:
-            request = _request(workload)
-            chosen = _targets_for(workload, targets)
-            proxied = chosen[1:]
-            shift = rep % len(proxied)
-            order = [chosen[0], *proxied[shift:], *proxied[:shift]]
+            request = _request(workload, bodies[workload.id])
+            direct, reference, addon = _targets_for(workload, targets)
+            order = [reference, addon] if rep % 2 == 0 else [addon, reference]
+            if rep == 0:  # the client's and upstream's own time: once is enough
+                order.insert(0, direct)
             for target in order:
                 runs.setdefault((workload.id, target.name), []).append(
                     await _measure(settings, workload, target, request)
                 )
         log(f"proxy: repeat {rep + 1}/{settings.repeats} done")
-    return [_summarise_workload(w, targets, runs, checks[w.id]) for w in PROXY_WORKLOADS]
-
-
-def _targets_for(workload: ProxyWorkload, targets: dict[str, Target]) -> list[Target]:
-    names = (
-        ["direct", "plain", "plain_stream", "addon"]
-        if workload.streamed
-        else ["direct", "plain", "addon"]
-    )
-    return [targets[n] for n in names]
+    return [
+        _summarise_workload(w, len(bodies[w.id]), targets, runs, checks[w.id])
+        for w in PROXY_WORKLOADS
+    ]
 
 
 async def _measure(
     settings: Settings, workload: ProxyWorkload, target: Target, request: bytes
 ) -> dict[str, Any]:
-    cpu0 = target.process.cpu_seconds() if target.process else 0.0
-    load = await client.run_load(
+    cpu0 = target.process.cpu_ns() if target.process else 0
+    run = await client.run_load(
         LOCAL,
         target.port,
         request,
-        connections=settings.connections,
+        connections=1,
         duration=settings.duration,
-        events_per_response=workload.events,
+        warmup=1,
+        min_requests=1 if settings.quick else MIN_REQUESTS,
     )
-    cpu = (target.process.cpu_seconds() - cpu0) if target.process else 0.0
-    single = await client.run_load(
-        LOCAL, target.port, request, connections=1, duration=settings.latency_duration, warmup=1
-    )
-    out = load.summary()
-    out["cpu_us_per_request"] = cpu / load.requests * 1e6 if load.requests and cpu else None
-    out["latency_p50_ms"] = client.percentile(single.latencies, 50) * 1e3
-    out["latency_p99_ms"] = client.percentile(single.latencies, 99) * 1e3
-    out["latency_samples"] = len(single.latencies)
+    cpu = (target.process.cpu_ns() - cpu0) if target.process else 0
+    median = statistics.median(run.latencies)
+    out: dict[str, Any] = {
+        "requests": run.requests,
+        "time_ms": median * 1e3,
+        "mean_ms": run.seconds / run.requests * 1e3,
+        "p99_ms": client.percentile(run.latencies, 99) * 1e3,
+        # All the proxy's threads, the warm-up request included.
+        "cpu_ms_per_request": cpu / (run.requests + 1) / 1e6 if cpu else None,
+    }
+    if workload.events:
+        out["events_per_s"] = workload.events / median
     return out
 
 
 def _summarise_workload(
     workload: ProxyWorkload,
+    request_bytes: int,
     targets: dict[str, Target],
     runs: dict[tuple[str, str], list[dict[str, Any]]],
     checks: dict[str, str],
@@ -265,74 +281,109 @@ def _summarise_workload(
     per_target: dict[str, Any] = {}
     for target in _targets_for(workload, targets):
         reps = runs[(workload.id, target.name)]
-        metrics = {}
-        for key in (
-            "rps",
-            "events_per_s",
-            "p50_ms",
-            "p99_ms",
-            "latency_p50_ms",
-            "latency_p99_ms",
-            "cpu_us_per_request",
-        ):
+        metrics: dict[str, Any] = {}
+        for key in ("time_ms", "mean_ms", "p99_ms", "cpu_ms_per_request", "events_per_s"):
             values = [r[key] for r in reps if r.get(key) is not None]
-            if values and (key != "events_per_s" or workload.streamed):
+            if values:
                 metrics[key] = library.spread(values)
         metrics["requests"] = sum(r["requests"] for r in reps)
-        metrics["latency_samples"] = sum(r["latency_samples"] for r in reps)
         per_target[target.name] = metrics
+
+    def paired(metric: str, num: str, den: str) -> dict[str, float] | None:
+        a, b = runs[(workload.id, num)], runs[(workload.id, den)]
+        ratios = [
+            x[metric] / y[metric]
+            for x, y in zip(a, b, strict=True)
+            if x.get(metric) and y.get(metric)
+        ]
+        return library.spread(ratios) if ratios else None
+
+    ref = workload.reference
+    ratio = paired("time_ms", "addon", ref)
+    assert ratio is not None
     result: dict[str, Any] = {
         "id": workload.id,
         "group": "proxy",
         "what": workload.what,
-        "request_bytes": len(workload.body()),
+        "request_bytes": request_bytes,
         "events": workload.events,
+        "calls": workload.calls,
+        "reference": ref,
         "check": checks,
         "targets": per_target,
+        "time_ms_by_repeat": {
+            name: [r["time_ms"] for r in runs[(workload.id, name)]] for name in (ref, "addon")
+        },
+        "ratio_time": ratio["median"],
+        "ratio_time_spread": ratio,
+        "added_ms": per_target["addon"]["time_ms"]["median"] - per_target[ref]["time_ms"]["median"],
+        "client_headroom": per_target[ref]["time_ms"]["median"]
+        / per_target["direct"]["time_ms"]["median"],
     }
-
-    def paired(metric: str, num: str, den: str) -> dict[str, float]:
-        a, b = runs[(workload.id, num)], runs[(workload.id, den)]
-        return library.spread(
-            [
-                x[metric] / y[metric]
-                for x, y in zip(a, b, strict=True)
-                if x.get(metric) and y.get(metric)
-            ]
-            or [0.0]
-        )
-
-    med = {
-        name: {k: v["median"] for k, v in m.items() if isinstance(v, dict)}
-        for name, m in per_target.items()
-    }
-    result["ratio_rps"] = med["addon"]["rps"] / med["plain"]["rps"]
-    result["ratio_rps_paired"] = paired("rps", "addon", "plain")
-    result["ratio_latency_p50"] = med["addon"]["latency_p50_ms"] / med["plain"]["latency_p50_ms"]
-    result["added_latency_p50_ms"] = med["addon"]["latency_p50_ms"] - med["plain"]["latency_p50_ms"]
-    result["added_latency_p99_ms"] = med["addon"]["latency_p99_ms"] - med["plain"]["latency_p99_ms"]
-    if "cpu_us_per_request" in med["addon"] and "cpu_us_per_request" in med["plain"]:
-        result["ratio_cpu"] = (
-            med["addon"]["cpu_us_per_request"] / med["plain"]["cpu_us_per_request"]
-        )
-    result["client_headroom"] = med["direct"]["rps"] / max(
-        med[name]["rps"] for name in med if name != "direct"
-    )
-    if workload.streamed:
-        base = med["plain_stream"]
-        result["ratio_rps_stream"] = med["addon"]["rps"] / base["rps"]
-        result["ratio_rps_stream_paired"] = paired("rps", "addon", "plain_stream")
-        result["added_latency_p50_ms_stream"] = (
-            med["addon"]["latency_p50_ms"] - base["latency_p50_ms"]
-        )
-        result["added_latency_p99_ms_stream"] = (
-            med["addon"]["latency_p99_ms"] - base["latency_p99_ms"]
-        )
-        if "cpu_us_per_request" in med["addon"] and "cpu_us_per_request" in base:
-            result["ratio_cpu_stream"] = (
-                med["addon"]["cpu_us_per_request"] / base["cpu_us_per_request"]
-            )
+    cpu = paired("cpu_ms_per_request", "addon", ref)
+    if cpu is not None:
+        result["ratio_cpu"] = cpu["median"]
+        result["ratio_cpu_spread"] = cpu
     return result
+
+
+def _scaling(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Time per prior tool call of the follow-up (proxy) and the restore (library) series.
+
+    Growth = time per call at the longest history over time per call at the shortest, computed
+    per repeat (the series is measured within each repeat) and summarised as median [min-max].
+    For the proxy it is toolid's *added* time (toolid - plain mitmdump) per call.
+    """
+    by_id = {c["id"]: c for c in cases}
+    series = workloads.FOLLOWUP_CALLS
+    rows: list[dict[str, Any]] = []
+    added: dict[int, list[float]] = {}
+    lib: dict[int, list[float]] = {}
+    for calls in series:
+        row: dict[str, Any] = {"calls": calls}
+        proxy = by_id.get(f"proxy.followup.{calls}")
+        if proxy:
+            t = proxy["targets"]
+            row["proxy_plain_ms"] = t["plain"]["time_ms"]["median"]
+            row["proxy_toolid_ms"] = t["addon"]["time_ms"]["median"]
+            row["proxy_ratio"] = proxy["ratio_time"]
+            row["proxy_added_us_per_call"] = proxy["added_ms"] * 1e3 / calls
+            by_rep = proxy["time_ms_by_repeat"]
+            added[calls] = [
+                (a - p) * 1e3 / calls for a, p in zip(by_rep["addon"], by_rep["plain"], strict=True)
+            ]
+        restore = by_id.get(f"lib.restore.chat.{calls}")
+        if restore:
+            row["lib_toolid_ms"] = restore["ns"]["toolid"]["median"] / 1e6
+            row["lib_json_loads_ms"] = restore["ns"]["json_loads"]["median"] / 1e6
+            row["lib_ratio"] = restore["ratio_json_loads"]
+            row["lib_us_per_call"] = restore["ns"]["toolid"]["median"] / 1e3 / calls
+            lib[calls] = [ns / 1e3 / calls for ns in restore["samples_ns"]["toolid"]]
+        rows.append(row)
+    out: dict[str, Any] = {
+        "id": "scaling.followup",
+        "group": "scaling",
+        "what": f"chat follow-up / restore with {' / '.join(f'{n:,}' for n in series)} prior "
+        "tool calls: time per call",
+        "rows": rows,
+        "linear_limit": 1.5,
+    }
+    first, last = series[0], series[-1]
+    for key, per_rep in (("proxy", added), ("lib", lib)):
+        if first in per_rep and last in per_rep:
+            growth = [
+                b / a for a, b in zip(per_rep[first], per_rep[last], strict=True) if a > 0
+            ] or [float("inf")]
+            out[f"{key}_per_call_growth_spread"] = library.spread(growth)
+            out[f"{key}_per_call_growth"] = out[f"{key}_per_call_growth_spread"]["median"]
+    if "lib_json_loads_ms" in rows[0] and "lib_json_loads_ms" in rows[-1]:
+        # The reference's own growth: a linear-time parse slows per byte on 10 MiB here too.
+        out["json_loads_per_call_growth"] = (rows[-1]["lib_json_loads_ms"] / last) / (
+            rows[0]["lib_json_loads_ms"] / first
+        )
+    if not any(key.endswith("_per_call_growth") for key in out):
+        return None  # a part did not run
+    return out
 
 
 # --- memory -----------------------------------------------------------------------------------
@@ -415,18 +466,61 @@ async def _memory_phase(
 
 # --- targets ----------------------------------------------------------------------------------
 
+#: Issue #12's rows: (row, case, metric, limit, label). Time ratios toolid / reference, <=.
+ISSUE_ROWS: tuple[tuple[str, str, str, float, str], ...] = (
+    (
+        "1",
+        "proxy.sse.tools",
+        "ratio_time",
+        1.15,
+        f"SSE, {workloads.STREAM_EVENTS:,} chat events in {workloads.STREAM_CHUNK // KiB} KiB "
+        f"chunks, a tool call every {workloads.STREAM_TOOL_EVERY}",
+    ),
+    (
+        "2",
+        "proxy.resp.chat",
+        "ratio_time",
+        1.10,
+        f"buffered chat response, {workloads.RESPONSE_CALLS} tool calls (Kimi-style ids)",
+    ),
+    (
+        "3",
+        f"proxy.followup.{ROW_CALLS}",
+        "ratio_time",
+        2.5,
+        f"follow-up request, {ROW_CALLS} prior tool calls, one connection",
+    ),
+    (
+        "4",
+        f"lib.restore.chat.{ROW_CALLS}",
+        "ratio_json_loads",
+        2.0,
+        f"library: restore the ids of a history ({ROW_CALLS} calls)",
+    ),
+    (
+        "5",
+        f"lib.encode.chat.{LIB_RESPONSE_SIZE // MiB}MiB",
+        "ratio_json_loads",
+        1.5,
+        "library: encode the ids of a response (2 calls + text)",
+    ),
+)
+
 
 def _targets(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
+    by_id = {c["id"]: c for c in cases}
 
-    def add(case: dict[str, Any], metric: str, op: str, limit: float, label: str) -> None:
-        value = case.get(metric)
+    def add(case_id: str, metric: str, op: str, limit: float, *, label: str, row: str = "") -> None:
+        case = by_id.get(case_id)
+        value = case.get(metric) if case else None
         if value is None:
             return
         ok = value >= limit if op == ">=" else value <= limit
         out.append(
             {
-                "case": case["id"],
+                "row": row,
+                "case": case_id,
                 "metric": metric,
                 "value": value,
                 "op": op,
@@ -436,22 +530,23 @@ def _targets(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
             }
         )
 
+    for row, case_id, metric, limit, label in ISSUE_ROWS:
+        add(case_id, metric, "<=", limit, label=label, row=row)
+    for key, label in (
+        ("proxy_per_call_growth", "proxy: added time per call, 5,000 vs 50 calls"),
+        ("lib_per_call_growth", "library: restore time per call, 5,000 vs 50 calls"),
+    ):
+        add("scaling.followup", key, "<=", 1.5, label=label, row="scaling")
     for case in cases:
-        cid = case["id"]
-        if cid.startswith(("proxy.resp.", "proxy.sse.")):
-            add(case, "ratio_rps", ">=", 0.95, "throughput addon/plain")
-            add(case, "ratio_rps_stream", ">=", 0.95, "throughput addon/plain-stream")
-        elif cid == "proxy.followup.500":
-            add(case, "ratio_latency_p50", "<=", 1.5, "time through proxy addon/plain")
-        elif case["group"] == "library":
-            if case["kind"] == "rewrite":
-                add(case, "ratio_json_loads", "<=", 1.5, "rewrite / json.loads")
-            else:
-                add(case, "ratio_bytes_find", "<=", 4.0, "pass-through / bytes.find")
-            if cid.startswith("lib.sse.") and case["kind"] == "pass":
-                add(case, "json_parses", "<=", 0, "JSON parses in a stream without ids")
-        elif cid == "memory.sse":
-            add(case, "growth_mib", "<=", case["flat_limit_mib"], "peak RSS growth, MiB")
+        if case["group"] == "library" and case["kind"] == "pass":
+            add(case["id"], "ratio_bytes_find", "<=", 4.0, label="pass-through / bytes.find")
+            if case["id"].startswith("lib.sse."):
+                add(case["id"], "json_parses", "<=", 0, label="JSON parses in a stream without ids")
+    memory = by_id.get("memory.sse")
+    if memory:
+        add(
+            "memory.sse", "growth_mib", "<=", memory["flat_limit_mib"], label="peak RSS growth, MiB"
+        )
     return out
 
 
@@ -466,12 +561,21 @@ def _num(x: float | None, digits: int = 0) -> str:
     return f"{x:.{digits}f}"
 
 
-def _spread(s: dict[str, float] | None, digits: int = 0) -> str:
+def _spread(s: dict[str, float] | None, digits: int = 2) -> str:
     if not s:
         return "-"
     if s["n"] < 2:
         return _num(s["median"], digits)
     return f"{_num(s['median'], digits)} [{_num(s['min'], digits)}-{_num(s['max'], digits)}]"
+
+
+def _ms(ns: float) -> str:
+    ms = ns / 1e6
+    return f"{ms:.4f}" if ms < 0.01 else f"{ms:.3f}" if ms < 10 else f"{ms:.1f}"
+
+
+def _msv(ms: float | None) -> str:
+    return "-" if ms is None else _ms(ms * 1e6)
 
 
 def _size(n: int) -> str:
@@ -481,7 +585,210 @@ def _size(n: int) -> str:
 def _mark(targets: list[dict[str, Any]], case_id: str, metric: str) -> str:
     for t in targets:
         if t["case"] == case_id and t["metric"] == metric:
-            return f"{'PASS' if t['pass'] else 'MISS'} ({t['op']}{_num(t['limit'], 2)})"
+            return f"<= {_num(t['limit'], 2)} {'PASS' if t['pass'] else 'MISS'}"
+    return ""
+
+
+REFERENCE_LABEL = {"plain": "mitmdump", "plain_stream": "mitmdump, SSE streamed"}
+
+
+def _issue_rows(report: dict[str, Any]) -> list[str]:
+    cases = {c["id"]: c for c in report["cases"]}
+    targets = report["targets"]
+    rows: list[tuple[str, str, str, str, str, str, str]] = []
+    worst = (
+        "-",
+        "proxy.sse.every",
+        "ratio_time",
+        0.0,
+        "worst case: SSE as row 1, a tool call in every event",
+    )
+    for row, case_id, metric, _, what in (*ISSUE_ROWS, worst):
+        case = cases.get(case_id)
+        if case is None:
+            continue
+        if case["group"] == "proxy":
+            t = case["targets"]
+            ref = REFERENCE_LABEL[case["reference"]]
+            mine, theirs = (
+                t["addon"]["time_ms"]["median"],
+                t[case["reference"]]["time_ms"]["median"],
+            )
+            spread = case["ratio_time_spread"]
+            label = what + (f" ({_size(case['request_bytes'])})" if case["calls"] else "")
+        else:
+            ref = "one json.loads"
+            mine = case["ns"]["toolid"]["median"] / 1e6
+            theirs = case["ns"]["json_loads"]["median"] / 1e6
+            spread = dict(case["ratio_json_loads_spread"], median=case["ratio_json_loads"])
+            label = f"{what} ({_size(case['bytes'])})"
+        mark = _mark(targets, case_id, metric) or "no target"
+        rows.append((row, label, ref, _msv(mine), _msv(theirs), _spread(spread), mark))
+    if not rows:
+        return []
+    width = max(len(r[1]) for r in rows)
+    out = [
+        "",
+        "ISSUE #12: time ratio toolid / reference (lower is better), median [min-max] of the "
+        "per-repeat ratios; times are medians:",
+        "  proxy rows: wall time per request on one keep-alive connection (see PROXY); library "
+        "rows: CPU time per call (see LIBRARY).",
+        f"  {'row':<4}{'workload':<{width}}  {'reference':<23}{'toolid ms':>10}{'ref. ms':>10}"
+        f"  {'ratio [min-max]':<22}target",
+    ]
+    for row, label, ref, mine_s, theirs_s, spread_s, mark in rows:
+        out.append(
+            f"  {row:<4}{label:<{width}}  {ref:<23}{mine_s:>10}{theirs_s:>10}  {spread_s:<22}{mark}"
+        )
+    return out
+
+
+def _scaling_rows(report: dict[str, Any]) -> list[str]:
+    case = next((c for c in report["cases"] if c["group"] == "scaling"), None)
+    if case is None:
+        return []
+    targets = report["targets"]
+    out = [
+        "",
+        f"SCALING: {case['what']}. proxy: one connection, toolid vs plain mitmdump, added = "
+        "toolid - plain; library: restore vs one json.loads.",
+        f"  {'calls':>6}{'request':>10}   {'plain ms':>9}{'toolid ms':>10}{'ratio':>7}"
+        f"{'added us/call':>15}   {'restore ms':>11}{'json.loads':>11}{'ratio':>7}{'us/call':>9}",
+    ]
+    sizes = {c["calls"]: c["request_bytes"] for c in report["cases"] if c["group"] == "proxy"}
+    for r in case["rows"]:
+        size = sizes.get(r["calls"])
+        out.append(
+            f"  {r['calls']:>6,}{_size(size) if size else '-':>10}   "
+            f"{_msv(r.get('proxy_plain_ms')):>9}{_msv(r.get('proxy_toolid_ms')):>10}"
+            f"{_num(r.get('proxy_ratio'), 2):>7}{_num(r.get('proxy_added_us_per_call'), 1):>15}   "
+            f"{_msv(r.get('lib_toolid_ms')):>11}{_msv(r.get('lib_json_loads_ms')):>11}"
+            f"{_num(r.get('lib_ratio'), 2):>7}{_num(r.get('lib_us_per_call'), 2):>9}"
+        )
+    parts = []
+    for key, name in (("proxy_per_call_growth", "proxy added"), ("lib_per_call_growth", "library")):
+        if key in case:
+            verdict = "linear" if case[key] <= case["linear_limit"] else "NOT linear"
+            parts.append(
+                f"{name} x{_spread(case[key + '_spread'])} ({verdict}, "
+                f"{_mark(targets, case['id'], key)})"
+            )
+    if "json_loads_per_call_growth" in case:
+        parts.append(f"json.loads itself x{case['json_loads_per_call_growth']:.2f}")
+    first, last = case["rows"][0]["calls"], case["rows"][-1]["calls"]
+    out.append(f"  time per call, {last:,} vs {first:,} calls: " + "; ".join(parts))
+    return out
+
+
+def _proxy_rows(report: dict[str, Any]) -> list[str]:
+    proxy = [c for c in report["cases"] if c["group"] == "proxy"]
+    if not proxy:
+        return []
+    s = report["meta"]["settings"]
+    out = [
+        "",
+        f"PROXY: one keep-alive connection, one request at a time for {s['duration']} s (at least "
+        f"{1 if s['quick'] else MIN_REQUESTS} requests) per target, x{s['repeats']} interleaved; "
+        "ms = median time per request [min-max over repeats]",
+        "  (request sent -> last byte of the response); ref = mitmdump for buffered bodies, "
+        "mitmdump --set stream_large_bodies=1 for SSE; cpu = the proxy's CPU ms per request.",
+        f"  {'case':<16}{'request':>10}{'client-only':>12}  {'ref ms [min-max]':<26}"
+        f"{'toolid ms [min-max]':<29}{'time ratio':<21}{'+ms':>8}  {'cpu ms ref>toolid':>18}"
+        f"{'cpu ratio':>10}",
+    ]
+    for c in proxy:
+        t = c["targets"]
+        ref = t[c["reference"]]
+        cpu = (
+            f"{_num(ref.get('cpu_ms_per_request', {}).get('median'), 2)}>"
+            f"{_num(t['addon'].get('cpu_ms_per_request', {}).get('median'), 2)}"
+        )
+        out.append(
+            f"  {c['id'].removeprefix('proxy.'):<16}{_size(c['request_bytes']):>10}"
+            f"{_msv(t['direct']['time_ms']['median']):>12}  "
+            f"{_spread(ref['time_ms'], 3):<26}{_spread(t['addon']['time_ms'], 3):<29}"
+            f"{_spread(c['ratio_time_spread']):<21}{c['added_ms']:>8.2f}  {cpu:>18}"
+            f"{_num(c.get('ratio_cpu'), 2):>10}"
+        )
+    streams = [c for c in proxy if c["events"]]
+    if streams:
+        out.append(
+            "  events/s (median): "
+            + "; ".join(
+                f"{c['id'].removeprefix('proxy.')} ref "
+                f"{_num(c['targets'][c['reference']]['events_per_s']['median'])}, toolid "
+                f"{_num(c['targets']['addon']['events_per_s']['median'])}"
+                for c in streams
+            )
+        )
+    for c in proxy:
+        for name, problem in c["check"].items():
+            if problem != "ok":
+                out.append(f"  CHECK FAILED {c['id']} via {name}: {problem}")
+    return out
+
+
+def _library_rows(report: dict[str, Any]) -> list[str]:
+    lib = [c for c in report["cases"] if c["group"] == "library"]
+    if not lib:
+        return []
+    targets = report["targets"]
+    out = [
+        "",
+        f"LIBRARY: per call, median [q1-q3] over {lib[0]['repeats']} interleaved samples; "
+        "ratio = toolid / json.loads (rewrite) or toolid / bytes.find (pass), median [min-max];",
+        "  times are the thread's CPU time; orjson = orjson.loads of the body, for reference "
+        "(when installed).",
+        f"  SSE: StreamRewriter fed {workloads.STREAM_CHUNK // KiB} KiB chunks; json.loads = every "
+        "event's data; per event = one event per feed(); framing = EventFramer alone.",
+        f"  {'case':<28}{'size':>10}{'toolid ms [q1-q3]':>26}{'json.loads':>11}"
+        f"{'orjson':>9}{'bytes.find':>11}  {'ratio [min-max]':<19}target",
+    ]
+    for c in lib:
+        ns = c["ns"]
+        if c["kind"] == "rewrite":
+            ratio: dict[str, float] | None = dict(
+                c["ratio_json_loads_spread"], median=c["ratio_json_loads"]
+            )
+            metric = "ratio_json_loads"
+        else:
+            ratio, metric = None, "ratio_bytes_find"
+        tool = ns["toolid"]
+        toolid_ms = f"{_ms(tool['median'])} [{_ms(tool['q1'])}-{_ms(tool['q3'])}]"
+        find_ms = _ms(ns["bytes_find"]["median"]) if "bytes_find" in ns else "-"
+        orjson_ms = _ms(ns["orjson_loads"]["median"]) if "orjson_loads" in ns else "-"
+        ratio_s = _spread(ratio) if ratio else _num(c.get("ratio_bytes_find"), 2)
+        out.append(
+            f"  {c['id'].removeprefix('lib.'):<28}{_size(c['bytes']):>10}{toolid_ms:>26}"
+            f"{_ms(ns['json_loads']['median']):>11}{orjson_ms:>9}{find_ms:>11}  {ratio_s:<19}"
+            f"{_mark(targets, c['id'], metric)}"
+        )
+    for c in lib:
+        if c["id"].startswith("lib.sse."):
+            ns = c["ns"]
+            parses = _mark(targets, c["id"], "json_parses")
+            out.append(
+                f"  {c['id'].removeprefix('lib.'):<19} json parses {c['json_parses']:>4} "
+                f"(tool events {c['tool_events']:>4}, changes {c['changes']:>4})"
+                f"{' ' + parses if parses else '':<11}; per event "
+                f"{ns['toolid']['median'] / c['events'] / 1e3:.2f} us, fed per event "
+                f"{ns['toolid_per_event']['median'] / c['events'] / 1e3:.2f} us, framing alone "
+                f"{ns['framing_only']['median'] / c['events'] / 1e3:.2f} us"
+            )
+    return out
+
+
+def _busy(meta: dict[str, Any]) -> str:
+    """Why the machine looked busy (1-minute load average over half the CPUs), or ""."""
+    loads = []
+    for key in ("loadavg_before", "loadavg_after"):
+        try:
+            loads.append(float(str(meta.get(key, "?")).split()[0]))
+        except (ValueError, IndexError):
+            continue
+    cpus = meta.get("cpus") or 1
+    if loads and max(loads) > cpus / 2:
+        return f"the machine was busy (1-minute load average up to {max(loads):.2f}, {cpus} CPUs)"
     return ""
 
 
@@ -489,111 +796,18 @@ def render(report: dict[str, Any]) -> str:
     meta, cases, targets = report["meta"], report["cases"], report["targets"]
     lines = [
         f"toolid bench{' --quick' if meta['quick'] else ''}: {meta['cpus']} CPUs, Python "
-        f"{meta['python']}, mitmproxy {meta['mitmproxy']}, toolid @ {meta['commit']}; "
+        f"{meta['python']}, mitmproxy {meta['mitmproxy']}, toolid @ {meta['commit']} "
+        f"(JSON: {meta.get('json_parser', '?')}); "
         f"load average {meta['loadavg_before']} -> {meta['loadavg_after']}; "
         f"{meta['seconds']:.0f} s",
     ]
-    proxy = [c for c in cases if c["group"] == "proxy"]
-    if proxy:
-        s = meta["settings"]
-        lines += [
-            "",
-            f"PROXY: {s['connections']} connections busy for {s['duration']} s, then 1 connection "
-            f"for {s['latency_duration']} s, x{s['repeats']} interleaved; median [min-max] over "
-            "repeats.",
-            "  req/s under load; latency = single-connection p50/p99 ms; cpu = mitmdump CPU us "
-            "per request; plain-stream = mitmdump --set stream_large_bodies=1.",
-            f"  {'case':<20}{'client-only':>12}{'plain req/s':>20}{'plain-stream':>20}"
-            f"{'addon req/s':>20}{'addon/plain':>12}  {'+p50 ms':>8}{'+p99 ms':>8}"
-            f"  {'cpu us plain>addon':>19}  target",
-        ]
-        for c in proxy:
-            t = c["targets"]
-            ps = t.get("plain_stream")
-            stream = c["id"].startswith("proxy.sse.")
-            ratio = c["ratio_rps_stream"] if stream else c["ratio_rps"]
-            added50 = c["added_latency_p50_ms_stream"] if stream else c["added_latency_p50_ms"]
-            added99 = c["added_latency_p99_ms_stream"] if stream else c["added_latency_p99_ms"]
-            base = ps if stream else t["plain"]
-            cpu = (
-                f"{_num(base.get('cpu_us_per_request', {}).get('median'))}>"
-                f"{_num(t['addon'].get('cpu_us_per_request', {}).get('median'))}"
-            )
-            metric = (
-                "ratio_rps_stream"
-                if stream
-                else "ratio_latency_p50"
-                if c["id"] == "proxy.followup.500"
-                else "ratio_rps"
-            )
-            name = c["id"].removeprefix("proxy.")
-            lines.append(
-                f"  {name:<20}{_num(t['direct']['rps']['median']):>12}"
-                f"{_spread(t['plain']['rps']):>20}{_spread(ps['rps'] if ps else None):>20}"
-                f"{_spread(t['addon']['rps']):>20}{ratio:>12.2f}  {added50:>8.2f}{added99:>8.2f}"
-                f"  {cpu:>19}  {_mark(targets, c['id'], metric)}"
-            )
-        lines.append(
-            "  (sse rows: addon/plain and +p50/+p99 against plain-stream; against "
-            "buffering plain mitmdump:"
-        )
-        for c in proxy:
-            if c["events"]:
-                t = c["targets"]
-                lines.append(
-                    f"   {c['id'].removeprefix('proxy.')}: addon/plain {c['ratio_rps']:.2f} "
-                    f"{_mark(targets, c['id'], 'ratio_rps')}, events/s plain "
-                    f"{_num(t['plain']['events_per_s']['median'])}, plain-stream "
-                    f"{_num(t['plain_stream']['events_per_s']['median'])}, addon "
-                    f"{_num(t['addon']['events_per_s']['median'])})"
-                )
-        for c in proxy:
-            if c["id"] == "proxy.followup.500":
-                t = c["targets"]
-                lines.append(
-                    f"  followup.500 single-connection p50 ms: plain "
-                    f"{_spread(t['plain']['latency_p50_ms'], 2)}, addon "
-                    f"{_spread(t['addon']['latency_p50_ms'], 2)} -> x{c['ratio_latency_p50']:.2f} "
-                    f"{_mark(targets, c['id'], 'ratio_latency_p50')}"
-                )
-        bad = [(c["id"], k, v) for c in proxy for k, v in c["check"].items() if v != "ok"]
-        for cid, name, problem in bad:
-            lines.append(f"  CHECK FAILED {cid} via {name}: {problem}")
-    lib = [c for c in cases if c["group"] == "library"]
-    if lib:
-        lines += [
-            "",
-            f"LIBRARY: per call, median [q1-q3] over {lib[0]['repeats']} samples; ratios of "
-            "medians. rewrite cases: toolid / json.loads; pass cases: toolid / bytes.find.",
-            "  SSE: StreamRewriter fed one event per feed() (as mitmproxy calls the stream "
-            "callable per upstream chunk); json.loads = every event's data; framing = "
-            "EventFramer alone.",
-            f"  {'case':<32}{'size':>11}{'toolid ms [q1-q3]':>26}{'json.loads ms':>15}"
-            f"{'bytes.find ms':>15}{'ratio':>9}  target",
-        ]
-        for c in lib:
-            ns = c["ns"]
-            ratio = c["ratio_json_loads"] if c["kind"] == "rewrite" else c.get("ratio_bytes_find")
-            metric = "ratio_json_loads" if c["kind"] == "rewrite" else "ratio_bytes_find"
-            tool = ns["toolid"]
-            toolid_ms = f"{_ms(tool['median'])} [{_ms(tool['q1'])}-{_ms(tool['q3'])}]"
-            find_ms = _ms(ns["bytes_find"]["median"]) if "bytes_find" in ns else "-"
-            lines.append(
-                f"  {c['id'].removeprefix('lib.'):<32}{_size(c['bytes']):>11}{toolid_ms:>26}"
-                f"{_ms(ns['json_loads']['median']):>15}{find_ms:>15}"
-                f"{_num(ratio, 2):>9}  {_mark(targets, c['id'], metric)}"
-            )
-        for c in lib:
-            if c["id"].startswith("lib.sse."):
-                ns = c["ns"]
-                lines.append(
-                    f"  {c['id'].removeprefix('lib.'):<22} json parses {c['json_parses']:>4} "
-                    f"(tool events {c['tool_events']:>3}, changes {c['changes']:>3}) "
-                    f"{_mark(targets, c['id'], 'json_parses') or '':<11}"
-                    f" framing alone {_ms(ns['framing_only']['median'])} ms, "
-                    f"64 KiB pieces {_ms(ns['toolid_64k_pieces']['median'])} ms, "
-                    f"per event {ns['toolid']['median'] / c['events'] / 1e3:.2f} us"
-                )
+    busy = _busy(meta)
+    if busy:
+        lines.append(f"WARNING: {busy}; proxy times are wall times and suffer, ratios less so")
+    lines += _issue_rows(report)
+    lines += _scaling_rows(report)
+    lines += _proxy_rows(report)
+    lines += _library_rows(report)
     for c in (c for c in cases if c["group"] == "memory"):
         lines += ["", f"MEMORY: {c['what']}; a fresh process per stream"]
         for run in (c["small"], c["large"]):
@@ -609,14 +823,15 @@ def render(report: dict[str, Any]) -> str:
             f"{_mark(targets, c['id'], 'growth_mib')}"
             + ("" if c["complete"] else "  (WARNING: a stream arrived incomplete)")
         )
+    issue = [t for t in targets if t["row"]]
     passed = sum(t["pass"] for t in targets)
-    lines += ["", f"targets: {passed} PASS, {len(targets) - passed} MISS"]
+    lines += [
+        "",
+        f"issue #12 targets (rows 1-5, scaling): {sum(t['pass'] for t in issue)} PASS, "
+        f"{sum(not t['pass'] for t in issue)} MISS; all targets: {passed} PASS, "
+        f"{len(targets) - passed} MISS",
+    ]
     return "\n".join(lines)
-
-
-def _ms(ns: float) -> str:
-    ms = ns / 1e6
-    return f"{ms:.4f}" if ms < 0.01 else f"{ms:.3f}" if ms < 10 else f"{ms:.1f}"
 
 
 # --- main -------------------------------------------------------------------------------------
@@ -640,6 +855,11 @@ def _meta(settings: Settings) -> dict[str, Any]:
             check=False,
         )
         commit = done.stdout.strip() or "?"
+        dirty = subprocess.run(
+            [git, "diff-index", "--quiet", "HEAD", "--"], cwd=REPO_ROOT, check=False
+        )
+        if commit != "?" and dirty.returncode == 1:
+            commit += "+changes"
     return {
         "quick": settings.quick,
         "cpus": os.cpu_count(),
@@ -647,6 +867,7 @@ def _meta(settings: Settings) -> dict[str, Any]:
         "mitmproxy": mitm,
         "commit": commit,
         "platform": platform.platform(),
+        "json_parser": library.json_parser(),
         "loadavg_before": _loadavg(),
         "settings": settings.__dict__,
     }
@@ -662,8 +883,9 @@ def _loadavg() -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="scripts/bench",
-        description="Measure toolid: proxy overhead (mitmdump with and without the addon), "
-        "library cost against json.loads / bytes.find, and memory while streaming.",
+        description="Measure toolid against issue #12's targets: time ratios toolid / plain "
+        "mitmdump through the proxy, toolid / json.loads in the library; scaling with the "
+        "history's length; pass-through costs; memory while streaming.",
     )
     parser.add_argument(
         "--quick",
@@ -674,19 +896,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--only", metavar="PARTS", help="comma-separated subset of proxy,library,memory"
     )
-    parser.add_argument("--repeats", type=int, help="proxy repeats (default 3; quick 1)")
+    parser.add_argument("--repeats", type=int, help="proxy repeats (default 7; quick 1)")
     parser.add_argument(
         "--duration",
         type=float,
-        help="seconds of load per proxy measurement (default 1.0; quick 0.2)",
+        help="seconds of requests per proxy measurement (default 0.5; quick 0.1)",
     )
-    parser.add_argument(
-        "--latency-duration",
-        type=float,
-        help="seconds of single-connection requests (default 0.5; quick 0.1)",
-    )
-    parser.add_argument("--connections", type=int, help="busy connections (default 8; quick 4)")
-    parser.add_argument("--lib-repeats", type=int, help="library samples (default 7; quick 2)")
+    parser.add_argument("--lib-repeats", type=int, help="library samples (default 9; quick 2)")
     parser.add_argument(
         "--memory-mib",
         metavar="SMALL,LARGE",
@@ -720,11 +936,18 @@ def main(argv: list[str] | None = None) -> int:
     if "library" in settings.parts:
         log("library: building bodies")
         lib_cases = _library_cases()
+        min_ns = int(settings.lib_min_sample_ms * 1e6)
+        series = {f"lib.restore.chat.{calls}" for calls in workloads.FOLLOWUP_CALLS}
+        chosen = [case for case in lib_cases if case.id in series]
+        cases += library.measure_series(chosen, settings.lib_repeats, min_ns)
+        log("library: the restore series done")
         for case in lib_cases:
-            cases.append(
-                library.measure(case, settings.lib_repeats, int(settings.lib_min_sample_ms * 1e6))
-            )
+            if case.id not in series:
+                cases.append(library.measure(case, settings.lib_repeats, min_ns))
         log("library: done")
+    scaling = _scaling(cases)
+    if scaling is not None:
+        cases.append(scaling)
     order = {cid: i for i, cid in enumerate(expected_case_ids())}
     cases.sort(key=lambda c: order.get(c["id"], len(order)))
     meta["loadavg_after"] = _loadavg()

@@ -1,7 +1,8 @@
 """A fast local HTTP/1.1 upstream that serves canned bodies (asyncio protocol, no framework).
 
 Keep-alive; whole bodies with Content-Length; SSE with chunked transfer-encoding, one chunk per
-event (as LLM servers flush them). The request target's query picks the response:
+piece of ``Canned.chunks`` (16 KiB pieces cut anywhere, see ``workloads.STREAM_CHUNK``), all
+written at once. The request target's query picks the response:
 
 - ``?w=<workload>``: ``bench.workloads.canned(<workload>)``;
 - ``?w=mem&bytes=N``: an SSE stream of about N bytes, written with flow control;
@@ -30,7 +31,7 @@ def _response_bytes(name: str) -> bytes:
     canned = workloads.canned(name)
     if not canned.streamed:
         return _whole(canned.content_type, canned.body)
-    chunks = b"".join(b"%x\r\n%s\r\n" % (len(event), event) for event in canned.events)
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in canned.chunks)
     return _stream_head(canned.content_type) + chunks + b"0\r\n\r\n"
 
 

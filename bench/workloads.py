@@ -193,9 +193,13 @@ def first_request(shape: Shape, *, stream: bool = False) -> bytes:
 
 
 def tool_response(
-    shape: Shape, *, ids: Literal["raw", "conforming"] = "raw", text_bytes: int = 0
+    shape: Shape,
+    *,
+    ids: Literal["raw", "conforming"] = "raw",
+    text_bytes: int = 0,
+    calls: int = 2,
 ) -> bytes:
-    """A response with two tool calls (and ``text_bytes`` of assistant text before them)."""
+    """A response with ``calls`` tool calls (and ``text_bytes`` of assistant text before them)."""
     make_id = raw_id if ids == "raw" else conforming_id
     text = _text(text_bytes)
     if shape == "chat":
@@ -216,9 +220,12 @@ def tool_response(
                                 {
                                     "id": make_id(k),
                                     "type": "function",
-                                    "function": {"name": TOOLS[k], "arguments": _arguments(k)},
+                                    "function": {
+                                        "name": TOOLS[k % len(TOOLS)],
+                                        "arguments": _arguments(k),
+                                    },
                                 }
-                                for k in range(2)
+                                for k in range(calls)
                             ],
                         },
                     }
@@ -243,11 +250,11 @@ def tool_response(
                 "type": "function_call",
                 "id": f"fc_{k:08d}",
                 "call_id": make_id(k),
-                "name": TOOLS[k],
+                "name": TOOLS[k % len(TOOLS)],
                 "arguments": _arguments(k),
                 "status": "completed",
             }
-            for k in range(2)
+            for k in range(calls)
         ]
         return _dumps(
             {
@@ -265,10 +272,10 @@ def tool_response(
         {
             "type": "tool_use",
             "id": make_id(k),
-            "name": TOOLS[k],
+            "name": TOOLS[k % len(TOOLS)],
             "input": {"city": "Paris", "unit": "celsius", "day": k},
         }
-        for k in range(2)
+        for k in range(calls)
     ]
     return _dumps(
         {
@@ -488,22 +495,42 @@ def event_data(event: bytes) -> bytes:
 
 # --- what the upstream serves -----------------------------------------------------------------
 
-#: Events in the proxy stream workloads; tool calls in the "tools" one.
+#: Events in the proxy stream workloads; a tool call every STREAM_TOOL_EVERY in "sse.tools",
+#: in every event in "sse.every" (the worst case), none in "sse.text".
 STREAM_EVENTS = 2000
 STREAM_TOOL_EVERY = 20
+#: The upstream sends a stream in pieces of this size (one HTTP chunk each), cut anywhere, so
+#: events straddle pieces: what a server behind a buffering gateway or a fast model delivers.
+STREAM_CHUNK = 16 * 1024
+#: Tool calls in the buffered proxy responses ("resp.<shape>").
+RESPONSE_CALLS = 4
+#: The prior tool calls of the follow-up requests ("followup.<calls>"): the scaling series.
+FOLLOWUP_CALLS = (50, 500, 5000)
+STREAM_TOOLS: dict[str, int] = {"tools": STREAM_TOOL_EVERY, "every": 1, "text": 0}
 
 
 @dataclass(frozen=True)
 class Canned:
-    """One upstream response: a whole body (Content-Length) or SSE events (chunked)."""
+    """One upstream response: a whole body (Content-Length) or a stream (one chunk per piece)."""
 
     content_type: str
     body: bytes = b""
-    events: tuple[bytes, ...] = ()
+    chunks: tuple[bytes, ...] = ()
+    events: int = 0
 
     @property
     def streamed(self) -> bool:
-        return bool(self.events)
+        return bool(self.chunks)
+
+
+def pieces(data: bytes, size: int) -> tuple[bytes, ...]:
+    """``data`` cut into ``size``-byte pieces (the last one shorter)."""
+    return tuple(data[at : at + size] for at in range(0, len(data), size))
+
+
+def stream_body(label: str) -> bytes:
+    """The whole SSE body of stream workload ``sse.<label>`` (see ``STREAM_TOOLS``)."""
+    return b"".join(sse_events("chat", STREAM_EVENTS, tool_every=STREAM_TOOLS[label]))
 
 
 @functools.cache
@@ -511,14 +538,14 @@ def canned(name: str) -> Canned:
     """The upstream's response for workload ``name`` (see ``bench.run.PROXY_WORKLOADS``)."""
     kind, _, arg = name.partition(".")
     if kind == "resp":
-        return Canned("application/json", body=tool_response(_shape(arg)))
+        return Canned("application/json", body=tool_response(_shape(arg), calls=RESPONSE_CALLS))
     if kind == "text":
         return Canned("application/json", body=text_response())
     if kind == "sse":
-        tool_every = STREAM_TOOL_EVERY if arg == "tools" else 0
         return Canned(
             "text/event-stream",
-            events=tuple(sse_events("chat", STREAM_EVENTS, tool_every=tool_every)),
+            chunks=pieces(stream_body(arg), STREAM_CHUNK),
+            events=STREAM_EVENTS,
         )
     raise KeyError(name)
 
