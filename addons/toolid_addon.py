@@ -42,7 +42,7 @@ MODES = ("rewrite", "observe")
 MARK_CHANGED = ":wrench:"
 MARK_PROBLEM = ":warning:"
 MAX_RECORDS = 1000  # change records kept per flow side: memory stays bounded on endless streams
-_STREAM_REQUESTED = re.compile(rb'"stream"\s*:\s*true')
+_STREAM_VALUE = re.compile(rb"\s*:\s*true")
 
 
 class _EveryFlow(tuple[mflow.Flow, ...]):
@@ -251,7 +251,7 @@ class ToolId:
             return
         api = api_from_path(request.path)
         observe = ctx.options.toolid_mode == "observe"
-        if api is not None and not observe and _STREAM_REQUESTED.search(content):
+        if api is not None and not observe and _streaming_requested(content):
             request.headers["accept-encoding"] = "identity"
         policy = Policy(Direction.DECODE, ctx.options.toolid_profile, self._rules_for(flow))
         plan = self._rewrite_body(flow, request, content, api, policy)
@@ -423,6 +423,17 @@ def _record(flow: http.HTTPFlow) -> dict[str, Any]:
     record: dict[str, Any] = flow.metadata.setdefault("toolid", {})
     record.setdefault("observe", ctx.options.toolid_mode == "observe")
     return record
+
+
+def _streaming_requested(content: bytes) -> bool:
+    """Whether a request body says ``"stream": true`` (a byte search for the member name,
+    far cheaper on a long history than a regex tried at every quote)."""
+    at = content.find(b'"stream"')
+    while at >= 0:
+        if _STREAM_VALUE.match(content, at + 8):
+            return True
+        at = content.find(b'"stream"', at + 8)
+    return False
 
 
 def _api_of(flow: http.HTTPFlow) -> Api | None:

@@ -14,12 +14,11 @@ stateless. Sans I/O: it sees ids and bytes, never a connection.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from typing import Final
 
-from toolid import codec
+from toolid import codec, jsonparse
 from toolid.apis import api_from_shape
 from toolid.positions import DEFINES, Api, Call, Doc, Found, find_ids
 
@@ -67,7 +66,7 @@ class Taken:
 
     def _definitions(self) -> frozenset[str]:
         try:
-            document = json.loads(self._request)
+            document = jsonparse.loads(self._request)
         except (ValueError, RecursionError):
             return frozenset()
         api = self._api or api_from_shape(document, Doc.REQUEST)

@@ -250,7 +250,8 @@ class Found:
 
 
 def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
-    """Every string id at the table's positions in a parsed JSON ``document``, in table order."""
+    """Every string id at the table's positions in a parsed JSON ``document``, in table order
+    (and, for each position, in document order)."""
     found: list[Found] = []
     root: Call = ()
     if doc is Doc.EVENT and isinstance(document, dict):
@@ -263,34 +264,46 @@ def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
             (),
         )
     for position in positions(api, doc):
-        _walk(document, 0, "", root, position=position, found=found)
+        _walk(document, root, position, found)
     return found
 
 
-def _walk(
-    node: Any, i: int, path: str, call: Call, *, position: Position, found: list[Found]
-) -> None:
+def _walk(document: Any, root: Call, position: Position, found: list[Found]) -> None:
+    """Follow ``position`` through ``document`` step by step (breadth first, which keeps
+    document order), appending what it reaches to ``found``."""
+    frontier: list[tuple[Any, str, Call]] = [(document, "", root)]
     steps = position.steps
-    step = steps[i]
-    if isinstance(step, _Key):
-        if not isinstance(node, dict) or step.name not in node:
+    for i, step in enumerate(steps[:-1]):
+        reached: list[tuple[Any, str, Call]] = []
+        if isinstance(step, _Key):
+            name = step.name
+            for node, path, call in frontier:
+                if isinstance(node, dict) and name in node:
+                    reached.append((node[name], f"{path}.{name}" if path else name, call))
+        else:
+            # Every step after an element is a member: elements without it go no further.
+            after = steps[i + 1]
+            member = after.name if isinstance(after, _Key) else None
+            for node, path, call in frontier:
+                if isinstance(node, list):
+                    for index, element in enumerate(node):
+                        if member is not None and not (
+                            isinstance(element, dict) and member in element
+                        ):
+                            continue
+                        if _admits(step, element):
+                            number = element.get("index") if isinstance(element, dict) else None
+                            number = number if type(number) is int else index
+                            reached.append((element, f"{path}[{index}]", (*call, number)))
+                elif isinstance(node, dict) and _admits(step, node):
+                    reached.append((node, path, call))
+        if not reached:
             return
-        child = node[step.name]
-        child_path = f"{path}.{step.name}" if path else step.name
-        if i + 1 < len(steps):
-            _walk(child, i + 1, child_path, call, position=position, found=found)
-        elif isinstance(child, str):
-            found.append(Found(node, step.name, child, child_path, position.role, call))
-        return
-    if isinstance(node, list):
-        for index, element in enumerate(node):
-            if _admits(step, element):
-                number = element.get("index") if isinstance(element, dict) else None
-                number = number if type(number) is int else index
-                where = f"{path}[{index}]"
-                _walk(element, i + 1, where, (*call, number), position=position, found=found)
-    elif isinstance(node, dict) and _admits(step, node):
-        _walk(node, i + 1, path, call, position=position, found=found)
+        frontier = reached
+    key, role = position.key, position.role
+    for node, path, call in frontier:
+        if isinstance(node, dict) and isinstance(value := node.get(key), str):
+            found.append(Found(node, key, value, f"{path}.{key}" if path else key, role, call))
 
 
 def _admits(step: _Each, element: Any) -> bool:

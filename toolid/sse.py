@@ -3,7 +3,9 @@
 ``EventFramer`` is fed bytes in arbitrary pieces and hands back each complete event (its
 bytes up to and including the blank line that ends it) as soon as that blank line has
 arrived. Like h11's receive buffer, it remembers how far it has searched, so a stream
-fed one byte at a time is still framed in linear time.
+fed one byte at a time is still framed in linear time. ``feed_marked`` frames the same
+events, but only around the hits of a regex: the events between them come back in one
+piece, found by byte searches alone.
 
 ``data_lines`` reads the ``data:`` fields of one event, as offsets into the event bytes,
 so a caller can rewrite a field's value without touching anything around it.
@@ -33,31 +35,50 @@ class EventFramer:
 
     def feed(self, data: bytes) -> list[bytes]:
         """Add ``data``; return every event it completes, in order."""
-        events: list[bytes] = []
+        return [event for event, _ in self.feed_marked(data, None)]
+
+    def feed_marked(
+        self, data: bytes, markers: re.Pattern[bytes] | None
+    ) -> list[tuple[bytes, bool]]:
+        """Like ``feed``, for a caller that only needs the events in which ``markers`` finds
+        something: a run of whole events in which it finds nothing comes back joined, as
+        ``(run, True)``; every other event alone, as ``(event, False)``.
+
+        Runs are cut only from new bytes whose line endings are all LF or all CRLF (there a
+        blank line is one fixed string); anywhere else, and with no ``markers``, every event
+        comes alone. The events are exactly those ``feed`` would return.
+        """
+        pieces: list[tuple[bytes, bool]] = []
         if self._ended_on_cr and data.startswith(b"\n"):
             # The LF completing the CRLF that ended the last event: its own piece, so it
             # never counts as the start of the next event.
-            events.append(b"\n")
+            pieces.append((b"\n", False))
             data = data[1:]
         self._ended_on_cr = False
         self._seen_cr = self._seen_cr or b"\r" in data
-        if self._buffer:
-            self._buffer += data
-            source: bytes | bytearray = self._buffer
-        else:
-            source = data  # nothing held: cut events straight from the new bytes
         start = 0
-        while (end := self._boundary_end(source)) >= 0:
-            events.append(bytes(source[start:end]))
+        if self._buffer:
+            # Complete the held event first, searching on from where the last call stopped.
+            self._buffer += data
+            end = self._boundary_end(self._buffer)
+            if end < 0:
+                self._searched = max(0, len(self._buffer) - _LONGEST_BOUNDARY + 1)
+                return pieces
+            pieces.append((bytes(self._buffer[:end]), False))
+            # The held bytes had no boundary, so the event ends inside ``data``.
+            start = end - (len(self._buffer) - len(data))
+            self._buffer.clear()
+        if markers is not None:
+            start = _runs(data, start, markers, pieces)
+        self._searched = start
+        while (end := self._boundary_end(data)) >= 0:
+            pieces.append((data[start:end], False))
             start = self._searched = end
-        if source is self._buffer:
-            del self._buffer[:start]
-        else:
-            self._buffer += data[start:]
+        self._buffer += data[start:]
         # A boundary may straddle the end: resume just before it next time.
         self._searched = max(0, len(self._buffer) - _LONGEST_BOUNDARY + 1)
-        self._ended_on_cr = bool(events) and not self._buffer and events[-1].endswith(b"\r")
-        return events
+        self._ended_on_cr = bool(pieces) and not self._buffer and pieces[-1][0].endswith(b"\r")
+        return pieces
 
     def _boundary_end(self, source: bytes | bytearray) -> int:
         """Where the next event after ``self._searched`` ends, or -1."""
@@ -120,3 +141,48 @@ def data_lines(event: bytes, stream_start: bool = False) -> list[Field]:
         if not match.group(2):
             break
     return fields
+
+
+def _runs(
+    data: bytes, start: int, markers: re.Pattern[bytes], pieces: list[tuple[bytes, bool]]
+) -> int:
+    """Cut ``data`` from ``start`` (an event's first byte) into runs of whole events without
+    a marker and the events with one, appended to ``pieces``; return where the rest, not
+    cut, begins. Only where every line ending is LF, or every one is CRLF (else cut nothing).
+
+    Then a blank line is ``sep`` (two line endings) and events end where ``feed`` ends them:
+    at the first ``sep`` from their start. A run of k line endings, wherever it begins, ends
+    floor(k/2) events (the first two end the event they follow, or an empty one), and an odd
+    one left over begins the next event: so the last event end at or before a marker is
+    found searching backwards from it, and no byte before it needs framing.
+    """
+    stop = len(data)
+    if data.find(b"\r", start) < 0:
+        sep = b"\n\n"
+    else:
+        if data.endswith(b"\r"):
+            stop -= 1  # may become a CRLF, or end an event alone: left to ``feed``
+        crlf = data.count(b"\r\n", start, stop)
+        if not crlf == data.count(b"\r", start, stop) == data.count(b"\n", start, stop):
+            return start
+        sep = b"\r\n\r\n"
+    eol = sep[: len(sep) // 2]
+    while True:
+        hit = markers.search(data, start, stop)
+        limit = stop if hit is None else hit.start()
+        blank = data.rfind(sep, start, limit)
+        if blank >= 0:
+            first = blank  # the first line ending of the run that ends with this blank line
+            while first - len(eol) >= start and data.startswith(eol, first - len(eol)):
+                first -= len(eol)
+            end = first + (blank + len(sep) - first) // len(sep) * len(sep)
+            pieces.append((data[start:end], True))
+            start = end
+        if hit is None:
+            return start
+        blank = data.find(sep, start, stop)
+        if blank < 0:
+            return start  # the event with the marker is incomplete
+        end = blank + len(sep)
+        pieces.append((data[start:end], False))
+        start = end

@@ -3,7 +3,9 @@
 ``StreamRewriter`` = decompressor (if the server compressed anyway) + ``EventFramer`` +
 the surgical rewriter of ``body`` applied to each event's data. Each event is forwarded
 as soon as its blank line arrives; only an incomplete event is held, and never more than
-``max_event_bytes`` of it. An event with nothing to change passes byte for byte.
+``max_event_bytes`` of it. An event with nothing to change passes byte for byte. The cost
+follows the events that may hold ids: each piece is searched for the id markers first, and
+only the events around the hits are framed in Python (``EventFramer.feed_marked``).
 
 It never raises from ``feed`` or ``finish``: an event that cannot be rewritten is
 forwarded unchanged and reported in ``problems``; anything unexpected switches the
@@ -17,7 +19,7 @@ import logging
 from itertools import accumulate
 
 from toolid import body, decompress
-from toolid.body import Change, Edit, Policy, RewriteError
+from toolid.body import Change, Direction, Edit, Policy, RewriteError
 from toolid.occurrence import CallIds
 from toolid.positions import Api, Doc
 from toolid.sse import EventFramer, data_lines
@@ -98,21 +100,34 @@ class StreamRewriter:
             # Whole events, none of which can hold an id: the common case, at byte-search cost.
             self._at_start = False
             return data
+        # Encoding, an event in which the markers find nothing has nothing to change
+        # (``body.may_change``): only the events around the hits are framed and looked at.
+        # (Decoding, ``may_change`` looks for client ids, not markers: every event is.)
+        markers = self._markers if self.policy.direction is Direction.ENCODE else None
         try:
-            events = self._framer.feed(data)
+            pieces = self._framer.feed_marked(data, None if self._skipping else markers)
         except Exception as exc:  # pragma: no cover - defensive: the framer is total
             return self._give_up(f"framing failed ({exc!r})")
         out: list[bytes] = []
-        for index, event in enumerate(events):
+        for index, (piece, unmarked) in enumerate(pieces):
             try:
-                out.append(self._event(event))
+                out.append(self._unmarked(piece) if unmarked else self._event(piece))
             except Exception as exc:
                 logger.debug("toolid stream rewriter failed", exc_info=True)
                 held = self._give_up(f"unexpected error ({exc!r})")
-                return b"".join(out) + b"".join(events[index:]) + held
+                return b"".join(out) + b"".join(piece for piece, _ in pieces[index:]) + held
         if self._skipping or len(self._framer) > self.max_event_bytes:
             out.append(self._skip_oversized())
         return b"".join(out)
+
+    def _unmarked(self, run: bytes) -> bytes:
+        """Whole events without a marker: forwarded as they are; only their size can matter."""
+        self._at_start = False
+        if len(run) > self.max_event_bytes:
+            for event in EventFramer().feed(run):  # a run starts and ends with an event
+                if len(event) > self.max_event_bytes:
+                    self._report_oversized()
+        return run
 
     def _event(self, event: bytes) -> bytes:
         at_start, self._at_start = self._at_start, False

@@ -1,0 +1,388 @@
+"""The JSON body rewriter as it was before issue 12 (toolid/body.py at 778b991), frozen.
+
+Kept only as the oracle of tests/test_body_differential.py: the faster rewriter must give the
+same bytes, plan and changes for every input. Do not change it; delete it together with that
+test once the new path has shipped long enough.
+
+Surgical rewriting of the tool-call ids in one JSON document.
+
+``plan`` finds the ids at the table's positions (after cheap byte checks say there may be
+any), works out their new values, and locates their string literals in the original bytes.
+``apply`` splices the new literals in. Every other byte (key order, spacing, number
+spelling, escapes) stays as it was; a document with nothing to change is returned as is.
+
+Locating: the parsed document tells *which* ids change, a regex over the bytes tells
+*where* each ``"key": "literal"`` pair is. A pair whose opening quote is not escaped is
+structural (in valid JSON, a real quote followed by a bare key name opens that key), so
+when the number of such pairs for an id equals the number of table positions holding
+it, they are exactly those positions. Otherwise (the same id also sits under an id-like
+key elsewhere, say inside tool arguments) an in-order walk of the whole document pairs
+literals and positions one by one.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, NamedTuple
+
+from toolid import codec
+from toolid.apis import api_from_shape
+from toolid.body import Change, Direction, Edit, Plan, Policy, RewriteError
+from toolid.occurrence import NOTHING_TAKEN, CallIds
+from toolid.positions import ID_KEYS, REFERS, Api, Doc, Found, find_ids, path_order, positions
+from toolid.rules import assign
+
+NOTHING: Final = Plan(api=None)
+
+
+def rewrite(
+    document: bytes, api: Api | None, doc: Doc, policy: Policy, calls: CallIds | None = None
+) -> tuple[bytes, Plan]:
+    """Rewrite the ids of one JSON ``document``; return the new bytes and the plan.
+
+    ``calls`` (encode only): the client ids already given to this response's tool calls and
+    the ids its request's history takes (see ``toolid.occurrence``); default: none.
+    Raises RewriteError when ids are there but cannot be changed safely.
+    """
+    result = plan(document, api, doc, policy, calls)
+    return apply(document, result.edits), result
+
+
+def apply(document: bytes, edits: Sequence[Edit]) -> bytes:
+    """Splice ``edits`` (sorted, not overlapping) into ``document``."""
+    if not edits:
+        return document
+    parts: list[bytes] = []
+    at = 0
+    for edit in edits:
+        parts.append(document[at : edit.start])
+        parts.append(edit.text)
+        at = edit.end
+    parts.append(document[at:])
+    return b"".join(parts)
+
+
+def id_markers(api: Api | None, doc: Doc) -> re.Pattern[bytes] | None:
+    """A regex for the byte strings of which any document with an id position spells one
+    (None when the API is unknown: then any document may)."""
+    return _encode_prefilter(api, doc, "safe").markers
+
+
+def may_hold_ids(document: bytes, markers: re.Pattern[bytes] | None) -> bool:
+    """Cheapest check: False means no id position can be in ``document`` (or its parts)."""
+    return markers is None or markers.search(document) is not None
+
+
+def may_change(
+    document: bytes, api: Api | None, doc: Doc, policy: Policy, calls: CallIds | None = None
+) -> bool:
+    """Cheap byte-level check: False means ``document`` certainly has no id to change.
+
+    Encoding, a conforming id changes too when its call needs an occurrence tag. In a whole
+    response that is when the request's history takes it (``calls.taken``) or two calls
+    carry it. In a stream, a call's first mention must be read even when its id conforms (a
+    later event may reuse it), so only events whose ids are all conforming references to
+    untagged calls are skipped.
+    """
+    prefilter = _encode_prefilter(api, doc, policy.profile)
+    if policy.direction is Direction.DECODE:
+        if policy.rules is not None:  # any id may break the destination's rules
+            return may_hold_ids(document, prefilter.markers)
+        return b"tid1_" in document
+    if not may_hold_ids(document, prefilter.markers):
+        return False
+    if prefilter.suspect.search(document) is not None:
+        return True
+    taken = calls.taken if calls else NOTHING_TAKEN
+    defined: set[bytes] = set()
+    for match in prefilter.conforming.finditer(document):
+        key, value = match.group(1, 2)
+        if key in prefilter.refers_only:
+            if calls and calls.tagged(value.decode()):
+                return True
+        elif doc is Doc.EVENT or value in defined or value.decode() in taken:
+            return True
+        defined.add(value)
+    return False
+
+
+def plan(
+    document: bytes, api: Api | None, doc: Doc, policy: Policy, calls: CallIds | None = None
+) -> Plan:
+    """Work out the edits that rewrite the ids of ``document`` (see module docstring)."""
+    calls = (calls or CallIds(policy.profile)) if policy.direction is Direction.ENCODE else None
+    if not may_change(document, api, doc, policy, calls):
+        return NOTHING
+    try:
+        parsed = _parse(document)
+    except (ValueError, RecursionError) as exc:
+        if api is None:
+            return NOTHING  # not ours to judge: no API, and not JSON
+        raise RewriteError(f"body is not valid JSON ({_short(exc)})") from None
+    if api is None:
+        api = api_from_shape(parsed, doc)
+        if api is None:
+            return NOTHING
+    changes: list[Change] = []
+    targets = _Targets()
+    for found, change in _changes(find_ids(parsed, api, doc), api, policy, calls):
+        changes.append(change)
+        if change.action != "kept":
+            targets.add(found.holder, found.key, found.value, _new_value(change))
+    if not targets.new_values:
+        return Plan(api=api, changes=tuple(changes))
+    edits, proven = _locate(document, parsed, targets)
+    if not proven:
+        _verify(document, edits, parsed, targets)
+    return Plan(api=api, edits=edits, changes=tuple(changes))
+
+
+def _parse(document: bytes) -> Any:
+    # NaN and Infinity parse to their names, so that documents holding them compare equal.
+    return json.loads(document, parse_constant=str)
+
+
+def _verify(document: bytes, edits: Sequence[Edit], parsed: Any, targets: _Targets) -> None:
+    """Prove edits that counting could not: the new bytes must parse to the old document with
+    exactly the positions' values replaced. Catches what byte-level locating cannot see (keys
+    spelled with escapes, duplicate keys) before a wrong literal could ever be sent."""
+    for holder, key in targets.members:
+        holder[key] = targets.new[(id(holder), key)]
+    try:
+        if _parse(apply(document, edits)) != parsed:
+            raise RewriteError("could not locate the id literals unambiguously")
+    except (ValueError, RecursionError):
+        raise RewriteError("rewritten document would not parse") from None
+
+
+def _changes(
+    found_ids: list[Found], api: Api, policy: Policy, calls: CallIds | None
+) -> Iterator[tuple[Found, Change]]:
+    """Each id position that changes (or is kept), with its change."""
+    if calls is not None:  # encode: calls in order (by number), then what refers to them
+        found_ids.sort(key=lambda found: (found.role is REFERS, found.call))
+        for found in found_ids:
+            client = calls.client_id(found)
+            if client != found.value:
+                yield found, Change(found.path, found.value, client, "encoded")
+        return
+    if policy.rules is None:  # restore every encoded id
+        for found in found_ids:
+            raw = codec.decode(found.value)
+            if raw != found.value:
+                yield found, Change(found.path, raw, found.value, "restored")
+        return
+    # A destination with rules: each position once, in document order, so that results
+    # find the calls before them.
+    found_ids = list({(id(f.holder), f.key): f for f in found_ids}.values())
+    found_ids.sort(key=lambda found: path_order(found.path))
+    rules = policy.rules
+    for found, (sent, source) in zip(found_ids, assign(found_ids, api, rules), strict=True):
+        raw = codec.decode(found.value)
+        if source == "mapped":
+            yield found, Change(found.path, raw, found.value, "mapped", sent, rules.name)
+        elif sent != found.value:
+            yield found, Change(found.path, raw, found.value, "restored")
+        elif raw != found.value:  # the raw id would break the rules: the client id stays
+            yield found, Change(found.path, raw, found.value, "kept", rules=rules.name)
+
+
+def _new_value(change: Change) -> str:
+    """What an id position holds after ``change``."""
+    if change.action == "encoded":
+        return change.client
+    return change.sent if change.action == "mapped" else change.raw
+
+
+# --- locating literals -----------------------------------------------------------------------
+
+_LITERAL = rb'"((?:[^"\\]|\\.)*)"'
+
+
+@functools.cache
+def _pair_pattern(keys: frozenset[str]) -> re.Pattern[bytes]:
+    names = b"|".join(re.escape(k.encode()) for k in sorted(keys))
+    return re.compile(rb'"(' + names + rb')"\s*:\s*' + _LITERAL, re.DOTALL)
+
+
+def _structural_pairs(document: bytes, keys: frozenset[str]) -> list[tuple[str, str, int, int]]:
+    """(key, value, start, end) of every structural ``"key": "literal"`` pair, in order."""
+    pairs = []
+    for match in _pair_pattern(keys).finditer(document):
+        start = match.start()
+        backslashes = 0
+        while start > backslashes and document[start - backslashes - 1] == 0x5C:
+            backslashes += 1
+        if backslashes % 2:
+            continue  # an escaped quote: inside some string, not a key
+        literal = match.group(2)
+        value = (
+            json.loads(b'"' + literal + b'"') if b"\\" in literal else literal.decode("utf-8")
+        )
+        pairs.append((match.group(1).decode(), value, match.start(2) - 1, match.end(2) + 1))
+    return pairs
+
+
+type _Member = tuple[int, str]  # (id of the holding object, key): one id position
+
+
+@dataclass(slots=True)
+class _Targets:
+    """The id positions to change: each member's new value, how many positions hold each
+    (key, old value), and that pair's one new value (None when its positions get different
+    ones, as two calls with one reused raw id do)."""
+
+    new: dict[_Member, str] = field(default_factory=dict)
+    members: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    wanted: Counter[tuple[str, str]] = field(default_factory=Counter)
+    new_values: dict[tuple[str, str], str | None] = field(default_factory=dict)
+
+    def add(self, holder: dict[str, Any], key: str, value: str, new: str) -> None:
+        member = (id(holder), key)
+        if member in self.new:
+            return
+        self.new[member] = new
+        self.members.append((holder, key))
+        self.wanted[(key, value)] += 1
+        pair = (key, value)
+        self.new_values[pair] = new if self.new_values.get(pair, new) == new else None
+
+
+# A \u escape that could spell a letter or "_" of a key name, hiding the key from the regex.
+_KEY_CHAR_ESCAPE: Final = re.compile(rb"\\u00[4-7][0-9A-Fa-f]")
+
+
+def _locate(document: bytes, parsed: Any, targets: _Targets) -> tuple[tuple[Edit, ...], bool]:
+    """The edits, and whether counting alone proves them right.
+
+    It does when every position's literal was found as a structural pair (no key spelled with
+    an escape), there are exactly as many such pairs per (key, value) as positions, and all
+    positions of a pair get one new value: then the pairs are the positions. Otherwise
+    literals are paired with the positions in document order, and the caller must verify.
+    """
+    new_values = targets.new_values
+    keys = frozenset(key for key, _ in new_values)
+    try:
+        pairs = [pair for pair in _structural_pairs(document, keys) if pair[:2] in new_values]
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RewriteError(f"unreadable string literal ({_short(exc)})") from None
+    proven = None not in new_values.values() and (
+        Counter((key, value) for key, value, _, _ in pairs) == targets.wanted
+    )
+    news: list[str]
+    if proven:  # then every pair has its one new value
+        news = [new for key, value, _, _ in pairs if (new := new_values[(key, value)]) is not None]
+    else:
+        pairs, news = _pair_in_order(parsed, pairs, keys, targets)
+    proven = proven and _KEY_CHAR_ESCAPE.search(document) is None
+    literals = {new: _literal(new) for new in set(news)}
+    edits = tuple(
+        Edit(start, end, literals[new]) for (_, _, start, end), new in zip(pairs, news, strict=True)
+    )
+    return edits, proven
+
+
+def _pair_in_order(
+    parsed: Any, pairs: list[tuple[str, str, int, int]], keys: frozenset[str], targets: _Targets
+) -> tuple[list[tuple[str, str, int, int]], list[str]]:
+    """The literals that are table positions, paired with the document's members in order,
+    and the new value of each."""
+    try:
+        in_order = [
+            (key, value, member)
+            for key, value, member in _members_in_order(parsed, keys)
+            if (key, value) in targets.new_values
+        ]
+    except RecursionError:
+        raise RewriteError("document nested too deeply to locate ids") from None
+    if [(k, v) for k, v, _ in in_order] != [(k, v) for k, v, _, _ in pairs]:
+        raise RewriteError("could not locate the id literals unambiguously (duplicate keys?)")
+    kept = [
+        (pair, targets.new[member])
+        for pair, (_, _, member) in zip(pairs, in_order, strict=True)
+        if member in targets.new
+    ]
+    return [pair for pair, _ in kept], [new for _, new in kept]
+
+
+def _members_in_order(node: Any, keys: frozenset[str]) -> Iterator[tuple[str, str, _Member]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(value, str):
+                if key in keys:
+                    yield key, value, (id(node), key)
+            elif isinstance(value, dict | list):
+                yield from _members_in_order(value, keys)
+    elif isinstance(node, list):
+        for element in node:
+            if isinstance(element, dict | list):
+                yield from _members_in_order(element, keys)
+
+
+_PLAIN: Final = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*')
+
+
+# A high surrogate then a low one: JSON reads "\ud800\udc00" as ONE character, U+10000.
+_SURROGATE_PAIR: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+def _literal(value: str) -> bytes:
+    if _PLAIN.fullmatch(value):  # nothing to escape: the common case, every client id
+        return b'"' + value.encode() + b'"'
+    if _SURROGATE_PAIR.search(value):
+        raise RewriteError("an id with a split surrogate pair cannot be written as JSON")
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: spell them as \u escapes
+        return json.dumps(value).encode("ascii")
+
+
+# --- byte-level prefilter for the encode direction -------------------------------------------
+
+_CONFORMING_VALUE: Final[dict[codec.Profile, bytes]] = {
+    "safe": rb"(?!(?:call_)?tid[0-9]+_)[A-Za-z0-9_-]+",
+    "call": rb"call_(?!tid[0-9]+_)[A-Za-z0-9_-]+",
+}
+
+
+class _Prefilter(NamedTuple):
+    """Byte-level checks for the encode direction of one API and kind of document."""
+
+    markers: re.Pattern[bytes] | None  # one must occur (one regex beats many ``in`` tests)
+    suspect: re.Pattern[bytes]  # an id-key pair whose value may not conform
+    conforming: re.Pattern[bytes]  # an id-key pair whose value conforms: (key, value)
+    refers_only: frozenset[bytes]  # keys that only ever hold references
+
+
+@functools.cache
+def _encode_prefilter(api: Api | None, doc: Doc, profile: codec.Profile) -> _Prefilter:
+    if api is None:
+        table = tuple(p for (a, d) in _ALL_DOCS for p in positions(a, d))
+        markers = None
+    else:
+        table = positions(api, doc)
+        spelled = sorted({f'"{m}"'.encode() for p in table for m in p.markers})
+        markers = re.compile(b"|".join(re.escape(m) for m in spelled))
+    keys = frozenset(p.key for p in table) if api is not None else ID_KEYS
+    names = b"|".join(re.escape(k.encode()) for k in sorted(keys))
+    value = _CONFORMING_VALUE[profile]
+    defining = {p.key for p in table if p.role is not REFERS}
+    return _Prefilter(
+        markers,
+        re.compile(rb'"(?:' + names + rb')"\s*:\s*"(?!' + value + rb'")'),
+        re.compile(rb'"(' + names + rb')"\s*:\s*"(' + value + rb')"'),
+        frozenset(k.encode() for k in keys - defining),
+    )
+
+
+_ALL_DOCS: Final = tuple((api, doc) for api in Api for doc in (Doc.RESPONSE, Doc.EVENT))
+
+
+def _short(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__

@@ -1,0 +1,176 @@
+"""The pre-issue-12 stream rewriter, kept as the differential oracle.
+
+``LegacyStreamRewriter`` is ``toolid.stream.StreamRewriter`` as it was before issue 12 (frame
+every event in Python, then check it): ``tests/test_stream_differential.py`` holds the new
+rewriter to exactly its output, changes and problems. It shares every other piece with
+toolid (``EventFramer``, ``data_lines``, ``body``, ``decompress``). Do not change it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from itertools import accumulate
+
+from toolid import body, decompress
+from toolid.body import Change, Edit, Policy, RewriteError
+from toolid.occurrence import CallIds
+from toolid.positions import Api, Doc
+from toolid.sse import EventFramer, data_lines
+from toolid.stream import DEFAULT_MAX_EVENT_BYTES
+
+_BOUNDARY_CONTEXT = 3  # bytes kept back while skipping an oversized event
+
+logger = logging.getLogger(__name__)
+
+
+class LegacyStreamRewriter:
+    """``StreamRewriter`` before issue 12, unchanged but for its name."""
+
+    def __init__(
+        self,
+        api: Api | None,
+        policy: Policy,
+        *,
+        content_encoding: str = "",
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        calls: CallIds | None = None,
+    ) -> None:
+        """``calls``: the client ids of this response's tool calls, given once per call
+        across all its events (with the ids its request takes; see ``toolid.occurrence``).
+
+        Raises ValueError for a content-encoding it cannot decode."""
+        self.api = api
+        self._markers = body.id_markers(api, Doc.EVENT)
+        self.policy = policy
+        self.calls = calls or CallIds(policy.profile)
+        self.max_event_bytes = max_event_bytes
+        self.changes: list[Change] = []
+        self.problems: list[str] = []
+        self._decoder = decompress.for_encoding(content_encoding)
+        self._framer = EventFramer()
+        self._at_start = True
+        self._skipping = False  # inside an oversized event: forward as it comes
+        self._passthrough = False  # after something unexpected: forward everything as is
+
+    @property
+    def decodes(self) -> bool:
+        """Whether the output is decompressed (the caller must drop Content-Encoding)."""
+        return self._decoder is not None
+
+    def feed(self, data: bytes) -> bytes:
+        """Take the next piece of the body; return the bytes that can be forwarded now."""
+        if self._passthrough:
+            return data
+        try:
+            if self._decoder is not None:
+                data = self._decoder.decompress(data)
+        except Exception as exc:
+            held = self._give_up(f"cannot decompress the stream ({exc}); rest passed as is")
+            return held + data
+        return self._frame(data)
+
+    def finish(self) -> bytes:
+        """The body has ended: return everything still held (an incomplete event as is)."""
+        if self._passthrough:
+            return b""
+        out = b""
+        if self._decoder is not None:
+            try:
+                out = self._frame(self._decoder.flush())
+            except Exception as exc:
+                self.problems.append(f"compressed stream is corrupt at its end ({exc})")
+        return out + self._framer.take_tail()
+
+    def _frame(self, data: bytes) -> bytes:
+        if (
+            not len(self._framer)
+            and not self._skipping
+            and self.api is not None
+            and len(data) <= self.max_event_bytes  # else an event in it may be oversized
+            and EventFramer.ends_an_event(data)
+            and not body.may_hold_ids(data, self._markers)
+        ):
+            # Whole events, none of which can hold an id: the common case, at byte-search cost.
+            self._at_start = False
+            return data
+        try:
+            events = self._framer.feed(data)
+        except Exception as exc:  # pragma: no cover - defensive: the framer is total
+            return self._give_up(f"framing failed ({exc!r})")
+        out: list[bytes] = []
+        for index, event in enumerate(events):
+            try:
+                out.append(self._event(event))
+            except Exception as exc:
+                logger.debug("toolid stream rewriter failed", exc_info=True)
+                held = self._give_up(f"unexpected error ({exc!r})")
+                return b"".join(out) + b"".join(events[index:]) + held
+        if self._skipping or len(self._framer) > self.max_event_bytes:
+            out.append(self._skip_oversized())
+        return b"".join(out)
+
+    def _event(self, event: bytes) -> bytes:
+        at_start, self._at_start = self._at_start, False
+        if self._skipping:  # the end of an oversized event
+            self._skipping = False
+            return event
+        if len(event) > self.max_event_bytes:
+            self._report_oversized()
+            return event
+        fields = None
+        if not body.may_change(event, self.api, Doc.EVENT, self.policy, self.calls):
+            # The byte check reads the event as is: it can miss an id whose member is split
+            # across several data lines. Those are rare; look closer only then.
+            if event.count(b"data") < 2:
+                return event
+            fields = data_lines(event, stream_start=at_start)
+            if len(fields) < 2:
+                return event
+        fields = fields if fields is not None else data_lines(event, stream_start=at_start)
+        if not fields:
+            return event
+        document = b"\n".join(event[field.start : field.end] for field in fields)
+        if len(fields) > 1 and not body.may_change(
+            document, self.api, Doc.EVENT, self.policy, self.calls
+        ):
+            return event
+        try:
+            plan = body.plan(document, self.api, Doc.EVENT, self.policy, self.calls)
+        except RewriteError as exc:
+            self.problems.append(f"event left unchanged: {exc}")
+            return event
+        if self.api is None and plan.api is not None:
+            self.api, self._markers = plan.api, body.id_markers(plan.api, Doc.EVENT)
+        self.changes.extend(plan.changes)
+        if not plan.edits:
+            return event
+        # Map offsets in the joined data back to the event: literals never span a line.
+        doc_starts = [0, *accumulate(field.end - field.start + 1 for field in fields)]
+        edits = []
+        for edit in plan.edits:
+            line = bisect.bisect_right(doc_starts, edit.start) - 1
+            shift = fields[line].start - doc_starts[line]
+            edits.append(Edit(edit.start + shift, edit.end + shift, edit.text))
+        return body.apply(event, edits)
+
+    def _skip_oversized(self) -> bytes:
+        if not self._skipping:
+            self._skipping = True
+            self._report_oversized()
+        held = self._framer.take_tail()
+        keep = held[-_BOUNDARY_CONTEXT:]  # a blank line may begin in them: frame them again
+        # They held no blank line before, so they complete no event now; should they ever,
+        # those bytes still go out, in order.
+        return held[: len(held) - len(keep)] + b"".join(self._framer.feed(keep))
+
+    def _report_oversized(self) -> None:
+        self.problems.append(
+            f"an event larger than {self.max_event_bytes} bytes was forwarded unchanged"
+        )
+
+    def _give_up(self, problem: str) -> bytes:
+        """Switch to pass-through; return the held bytes, which come before any later input."""
+        self.problems.append(problem)
+        self._passthrough = True
+        return self._framer.take_tail()

@@ -1,0 +1,333 @@
+"""Differential test for issue 12: ``StreamRewriter`` against the rewriter it replaced.
+
+The new rewriter frames only the events around marker hits and forwards the runs of
+events between them in one piece (``EventFramer.feed_marked``). It must be invisible:
+``tests/legacy_stream.py`` keeps the pre-issue-12 rewriter, which frames and checks every
+event, and here both are fed the same pieces and must return the same bytes from every
+``feed`` (so each event still goes out the moment it is complete), hold the same number of
+bytes after it, and end with the same ``finish``, changes, problems and API.
+
+Corpora: the recorded streams (tests/data/*.sse) in every line ending; the fixture
+streams of tests/streams.py as hypothesis cases (tests/test_stream.py ``cases``); those
+streams mutated as tests/fuzz mutates them; arbitrary byte soups; long streams of many
+events with blank-line runs of any length and mixed line endings; events whose JSON is
+spelled by tests/fuzz/strategies.py ``chaos``. Each under random splits, fixed piece sizes
+and single bytes, encoding (with and without occurrence tags from a request's history)
+and decoding, at the default and at tiny ``max_event_bytes``, compressed and not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests import streams
+from tests.fuzz.budget import fuzz
+from tests.fuzz.strategies import chaos
+from tests.fuzz.test_fuzz_stream import mutated
+from tests.legacy_stream import LegacyStreamRewriter
+from tests.test_stream import (
+    ARBITRARY,
+    COMPRESSORS,
+    DECODE,
+    ENCODE,
+    RAW_ID,
+    Case,
+    bytewise,
+    cases,
+    chunks,
+    split_at,
+)
+from toolid import body, codec
+from toolid.body import Direction, Policy
+from toolid.occurrence import CallIds, Taken
+from toolid.positions import Api, Doc
+from toolid.sse import EventFramer
+from toolid.stream import DEFAULT_MAX_EVENT_BYTES, StreamRewriter
+
+DATA = Path(__file__).parent / "data"
+RECORDED = {path.name: path.read_bytes() for path in sorted(DATA.glob("*.sse"))}
+API_OF_FILE = {"chat": Api.CHAT, "responses": Api.RESPONSES, "messages": Api.MESSAGES}
+ENCODE_CALL = Policy(Direction.ENCODE, "call")
+CUTS = st.lists(st.integers(min_value=0), max_size=30)
+EOLS = [streams.LF, streams.CRLF, streams.CR]
+
+
+@dataclass(frozen=True)
+class Setup:
+    """How both rewriters are built."""
+
+    api: Api | None
+    policy: Policy = ENCODE
+    encoding: str = ""
+    limit: int = DEFAULT_MAX_EVENT_BYTES
+    taken: tuple[str, ...] | None = None  # the request's history: occurrence tags
+
+    def build[R](self, cls: Callable[..., R]) -> R:
+        calls = None
+        if self.taken is not None:
+            calls = CallIds(self.policy.profile, Taken.of(self.taken))
+        return cls(
+            self.api,
+            self.policy,
+            content_encoding=self.encoding,
+            max_event_bytes=self.limit,
+            calls=calls,
+        )
+
+
+def assert_same(pieces: list[bytes], setup: Setup) -> StreamRewriter:
+    """Feed ``pieces`` to both rewriters; everything observable must be equal."""
+    new, old = setup.build(StreamRewriter), setup.build(LegacyStreamRewriter)
+    for index, piece in enumerate(pieces):
+        assert new.feed(piece) == old.feed(piece), f"piece {index} of {len(pieces)}"
+        assert len(new._framer) == len(old._framer), f"held after piece {index}"
+    assert new.finish() == old.finish()
+    assert new.changes == old.changes
+    assert new.problems == old.problems
+    assert new.api == old.api
+    assert new.decodes == old.decodes
+    return new
+
+
+def splits(data: bytes, cuts: list[int], size: int) -> Iterator[list[bytes]]:
+    """``data`` whole, cut at ``cuts``, in pieces of ``size`` and (if small) byte by byte."""
+    yield [data]
+    yield split_at(data, cuts)
+    yield chunks(data, size)
+    if len(data) <= 2000:
+        yield bytewise(data)
+
+
+def assert_same_however_split(data: bytes, cuts: list[int], size: int, setup: Setup) -> None:
+    for pieces in splits(data, cuts, size):
+        assert_same(pieces, setup)
+
+
+def history(case_raws: list[str], profile: codec.Profile, depth: int) -> tuple[str, ...]:
+    """A request history that takes the first ``depth`` client ids of every raw id."""
+    return tuple(
+        codec.encode(raw, profile, occurrence)
+        for raw in case_raws
+        for occurrence in range(1, depth + 1)
+    )
+
+
+@st.composite
+def setups(draw: st.DrawFn, api: Api | None, raws: list[str]) -> Setup:
+    policy = draw(st.sampled_from([ENCODE, ENCODE, ENCODE_CALL, DECODE]))
+    depth = draw(st.sampled_from([None, 1, 2]))
+    taken = None if depth is None else history(raws, policy.profile, depth)
+    limit = draw(st.sampled_from([DEFAULT_MAX_EVENT_BYTES] * 3 + [1, 40, 300, 1000]))
+    return Setup(api=api, policy=policy, limit=limit, taken=taken)
+
+
+SIZES = st.sampled_from([1, 2, 3, 5, 64, 333, 1024, 16 * 1024])
+
+
+# --- the framer -------------------------------------------------------------------------------
+
+MARKERS = [body.id_markers(api, Doc.EVENT) for api in Api] + [re.compile(rb"a"), re.compile(b":")]
+
+
+@st.composite
+def long_streams(draw: st.DrawFn) -> tuple[Api, bytes]:
+    """Many fixture events (tool calls among text), with blank-line runs of any length
+    between them, one line ending for the stream or a mix of two or three."""
+    api = draw(st.sampled_from(list(Api)))
+    raw = draw(RAW_ID)
+    pool = streams.events_for(api, raw) + streams.events_for(api, raw + "#2")
+    if api is Api.CHAT:
+        pool += streams.chat_text_events() * 4
+    events = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=120))
+    eols = draw(st.lists(st.sampled_from(EOLS), min_size=1, max_size=3, unique=True))
+    style: streams.Style = draw(st.sampled_from(["compact", "spaced", "pretty"]))
+    out = [streams.BOM] if draw(st.integers(0, 9)) == 0 else []
+    for event in events:
+        eol = draw(st.sampled_from(eols))
+        out.append(streams.render_event(event, eol=eol, style=style))
+        out.append(eol.encode() * draw(st.sampled_from([0, 0, 0, 1, 2, 3, 4, 5])))
+    return api, b"".join(out)
+
+
+SOUPS = ARBITRARY | long_streams().map(lambda pair: pair[1])
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=SOUPS, cuts=CUTS, markers=st.sampled_from(MARKERS))
+def test_feed_marked_frames_exactly_as_feed(
+    data: bytes, cuts: list[int], markers: re.Pattern[bytes]
+) -> None:
+    """Runs hold no marker and, framed again alone, are exactly the events ``feed`` gives."""
+    plain, marked = EventFramer(), EventFramer()
+    for piece in split_at(data, cuts):
+        events = plain.feed(piece)
+        framed: list[bytes] = []
+        for part, unmarked in marked.feed_marked(piece, markers):
+            if unmarked:
+                assert markers.search(part) is None
+                framed += EventFramer().feed(part)
+            else:
+                framed.append(part)
+        assert framed == events
+        assert len(marked) == len(plain)
+    assert marked.take_tail() == plain.take_tail()
+
+
+# --- the rewriter: recorded streams -----------------------------------------------------------
+
+
+def recorded_variants() -> Iterator[tuple[str, Api, bytes]]:
+    for name, data in RECORDED.items():
+        api = API_OF_FILE[name.split("_")[0]]
+        lf = data.replace(b"\r\n", b"\n")
+        for eol in EOLS:
+            yield f"{name}-{eol!r}", api, lf.replace(b"\n", eol.encode())
+        yield f"{name}-bom", api, streams.BOM + lf
+
+
+@pytest.mark.parametrize(("name", "api", "data"), list(recorded_variants()))
+def test_recorded_streams_every_cut_and_piece_size(name: str, api: Api, data: bytes) -> None:
+    for setup in (
+        Setup(api),
+        Setup(None),
+        Setup(api, ENCODE_CALL),
+        Setup(api, taken=history(["functions.get_weather:0", "get_time:1"], "safe", 2)),
+        Setup(api, limit=100),
+    ):
+        for cut in range(len(data) + 1):
+            assert_same([data[:cut], data[cut:]], setup)
+        for size in range(1, 17):
+            assert_same(chunks(data, size), setup)
+
+
+# --- the rewriter: fixture, mutated, arbitrary, long and chaotic streams ----------------------
+
+
+def case_raws(case: Case) -> list[str]:
+    return [case.raw, case.second, case.item]
+
+
+@fuzz(ci=150, long=3000)
+@given(data=st.data(), case=cases(), cuts=CUTS, size=SIZES)
+def test_fixture_streams(data: st.DataObject, case: Case, cuts: list[int], size: int) -> None:
+    setup = data.draw(setups(case.rewriter_api(), case_raws(case)))
+    assert_same_however_split(case.body(), cuts, size, setup)
+
+
+@fuzz(ci=150, long=3000)
+@given(data=st.data(), case=cases(), cuts=CUTS, size=SIZES)
+def test_mutated_streams(data: st.DataObject, case: Case, cuts: list[int], size: int) -> None:
+    source = data.draw(mutated(case))
+    setup = data.draw(setups(case.rewriter_api(), case_raws(case)))
+    assert_same_however_split(source, cuts, size, setup)
+
+
+@fuzz(ci=200, long=3000)
+@given(
+    data=st.data(),
+    soup=ARBITRARY,
+    api=st.sampled_from([None, *Api]),
+    cuts=CUTS,
+    size=SIZES,
+)
+def test_arbitrary_bytes(
+    data: st.DataObject, soup: bytes, api: Api | None, cuts: list[int], size: int
+) -> None:
+    setup = data.draw(setups(api, ["f.x:0", "a:b", "fc:1"]))
+    assert_same_however_split(soup, cuts, size, setup)
+
+
+@fuzz(ci=100, long=2000)
+@given(data=st.data(), stream=long_streams(), cuts=CUTS, size=SIZES)
+def test_long_streams(
+    data: st.DataObject, stream: tuple[Api, bytes], cuts: list[int], size: int
+) -> None:
+    api, source = stream
+    setup = data.draw(setups(data.draw(st.sampled_from([api, api, None])), list(streams.RAW_IDS)))
+    assert_same_however_split(source, cuts, size, setup)
+
+
+@fuzz(ci=100, long=2000)
+@given(data=st.data(), case=cases(), cuts=CUTS, size=SIZES)
+def test_chaotically_spelled_events(
+    data: st.DataObject, case: Case, cuts: list[int], size: int
+) -> None:
+    """Event data in every legal JSON spelling (escapes, duplicate members, whitespace with
+    raw CR and LF, which then split the data across lines or end it early)."""
+    spell = data.draw(chaos(dup_rate=st.sampled_from([0.0, 0.2])))
+    parts = [streams.BOM] if case.bom else []
+    for event in case.events():
+        document = event.get("data")
+        if isinstance(document, dict):
+            spelled = spell.encode(document).decode("utf-8", "surrogatepass")
+            event |= {"data": spelled}
+        parts.append(streams.render_event(event, eol=case.eol))
+    source = b"".join(parts)
+    setup = data.draw(setups(case.rewriter_api(), case_raws(case)))
+    assert_same_however_split(source, cuts, size, setup)
+
+
+# --- compressed ------------------------------------------------------------------------------
+
+
+@fuzz(ci=80, long=2000)
+@given(
+    data=st.data(),
+    stream=long_streams(),
+    codec_name=st.sampled_from(sorted(COMPRESSORS)),
+    cuts=CUTS,
+    size=SIZES,
+)
+def test_compressed_streams(
+    data: st.DataObject, stream: tuple[Api, bytes], codec_name: str, cuts: list[int], size: int
+) -> None:
+    """Compressed, and corrupt: truncated or a byte flipped."""
+    api, source = stream
+    damage = data.draw(st.sampled_from([None, "truncate", "flip"]))
+    encoding, compress = COMPRESSORS[codec_name]
+    compressed = compress(source)
+    if damage == "truncate":
+        compressed = compressed[: len(compressed) * 2 // 3]
+    elif damage == "flip":
+        at = len(compressed) // 2
+        compressed = compressed[:at] + bytes([compressed[at] ^ 0x55]) + compressed[at + 1 :]
+    base = data.draw(setups(api, list(streams.RAW_IDS)))
+    setup = Setup(base.api, base.policy, encoding, base.limit, base.taken)
+    assert_same_however_split(compressed, cuts, size, setup)
+
+
+# --- the point of it ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("eol", [streams.LF, streams.CRLF], ids=["lf", "crlf"])
+def test_only_events_around_hits_are_looked_at(eol: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """2,000 Chat events, a tool call every 20, in 16 KiB pieces: besides the events with a
+    tool call, at most one event per piece (the one completing the held tail) reaches
+    ``_event``; the rest pass in runs."""
+    events = []
+    for i in range(2000):
+        raw = f"functions.f:{i}"
+        chat = streams.chat_events(raw)
+        events.append(chat[2] if i % 20 == 19 else chat[1])
+    source = streams.render(events, eol=eol)
+    pieces = chunks(source, 16 * 1024)
+    looked_at: list[bytes] = []
+    event = StreamRewriter._event
+
+    def spy(self: StreamRewriter, data: bytes) -> bytes:
+        looked_at.append(data)
+        return event(self, data)
+
+    monkeypatch.setattr(StreamRewriter, "_event", spy)
+    rewriter = assert_same(pieces, Setup(Api.CHAT))
+    assert len(rewriter.changes) == 100
+    tool = sum(b'"tool_calls"' in data for data in looked_at)
+    assert tool == 100
+    assert len(looked_at) - tool <= len(pieces)
