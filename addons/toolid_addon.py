@@ -297,7 +297,8 @@ class ToolId:
         doc = Doc.REQUEST if side == "request" else Doc.RESPONSE
         new, plan = self._apply(flow, content, api, doc, policy, calls=calls)
         self._note(flow, side, plan.changes)
-        self._comment(flow)
+        if side == "request":  # a response's comment is written once, by _finish
+            self._comment(flow)
         if new is not content:
             message.content = new
         return plan

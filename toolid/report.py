@@ -85,12 +85,22 @@ def summary(records: Iterable[Mapping[str, Any]], observe: bool = False) -> str:
         found = by_action.get(action)
         if not found:
             continue
-        pairs = list(dict.fromkeys(_pair(record) for record in found))
-        shown = ", ".join(pairs[:_EXAMPLES]) + (", ..." if len(pairs) > _EXAMPLES else "")
+        # Distinct ids first (cheap), text for the few shown only: a history has a thousand.
+        first: dict[tuple[Any, ...], Mapping[str, Any]] = {}
+        for record in found:
+            first.setdefault(_identity(record), record)
+        distinct = list(first.values())
+        pairs = [_pair(record) for record in distinct[:_EXAMPLES]]
+        shown = ", ".join(pairs) + (", ..." if len(distinct) > _EXAMPLES else "")
         verb = words[action]
         counted = f"{verb} {len(found)}" if observe else f"{len(found)} {verb}"
         parts.append(f"{counted} ({shown})")
     return "; ".join(parts)
+
+
+def _identity(record: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What a record's summary text shows: records equal in it are shown once."""
+    return (record["raw"], record["client"], record.get("sent"), record.get("rules"))
 
 
 def _pair(record: Mapping[str, Any]) -> str:
