@@ -382,21 +382,7 @@ def _chat_loop(client: Any, stream: bool, result: LoopResult) -> None:
                 {"id": tc.id, "name": tc.function.name, "arguments": tc.function.arguments}
             )
     result.call_ids = [c["id"] for c in calls]
-    messages.append(
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": c["id"],
-                    "type": "function",
-                    "function": {"name": c["name"], "arguments": c["arguments"]},
-                }
-                for c in calls
-            ],
-        }
-    )
-    messages += [{"role": "tool", "tool_call_id": c["id"], "content": TOOL_RESULT} for c in calls]
+    messages += chat_turn(calls, TOOL_RESULT)
     if stream:
         text = ""
         for chunk in client.chat.completions.create(
@@ -408,6 +394,25 @@ def _chat_loop(client: Any, stream: bool, result: LoopResult) -> None:
     else:
         resp = client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS_CHAT)
         result.final_text = resp.choices[0].message.content or ""
+
+
+def chat_turn(calls: list[dict[str, Any]], output: str) -> list[dict[str, Any]]:
+    """The Chat messages a client appends after a tool-call answer: the assistant message
+    with its calls (``id``, ``name``, ``arguments`` each) and one tool result per call."""
+    assistant = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
+            for c in calls
+        ],
+    }
+    results = [{"role": "tool", "tool_call_id": c["id"], "content": output} for c in calls]
+    return [assistant, *results]
 
 
 def _responses_loop(client: Any, stream: bool, result: LoopResult) -> None:

@@ -19,7 +19,13 @@ import openai
 import pytest
 
 from .conftest import Mitmdump, MitmdumpPool
-from .helpers import LoopResult, request_id_positions, response_id_positions, sdk_http_client
+from .helpers import (
+    LoopResult,
+    chat_turn,
+    request_id_positions,
+    response_id_positions,
+    sdk_http_client,
+)
 from .reuse_upstream import FINAL_TEXT, SAFE_ID, ReuseUpstream
 from .strict_hosts import StrictHost
 from .upstream import API, MODEL
@@ -138,23 +144,7 @@ def _chat_loop(client: Any, stream: bool, loop: ToolLoop) -> None:
             loop.final_text = text
             return
         loop.calls.append([c["id"] for c in calls])
-        messages.append(
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": c["id"],
-                        "type": "function",
-                        "function": {"name": c["name"], "arguments": c["arguments"]},
-                    }
-                    for c in calls
-                ],
-            }
-        )
-        messages += [
-            {"role": "tool", "tool_call_id": c["id"], "content": TOOL_OUTPUT} for c in calls
-        ]
+        messages += chat_turn(calls, TOOL_OUTPUT)
     raise AssertionError(f"the loop did not end within {MAX_TURNS} turns: {loop.calls!r}")
 
 
