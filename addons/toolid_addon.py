@@ -33,7 +33,7 @@ from toolid import PROFILES, annotate, body, codec, report, rules, scope
 from toolid.apis import api_from_path
 from toolid.body import Change, Direction, Policy, RewriteError
 from toolid.occurrence import NOTHING_TAKEN, CallIds, Taken
-from toolid.positions import Api, Doc
+from toolid.positions import DEFINES, Api, Doc
 from toolid.stream import DEFAULT_MAX_EVENT_BYTES, StreamRewriter
 
 logger = logging.getLogger(__name__)
@@ -72,6 +72,11 @@ class ToolId:
         # The ids each in-flight flow's request history defines, for its response's
         # occurrence tags: per flow, gone with the flow (the proxy keeps no state across).
         self._taken: weakref.WeakKeyDictionary[http.HTTPFlow, Taken] = (
+            weakref.WeakKeyDictionary()
+        )
+        # What each flow's comment summarises (the number of records of each side): a comment
+        # is rewritten only when there is more to say.
+        self._summarised: weakref.WeakKeyDictionary[http.HTTPFlow, tuple[int, int, int]] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -250,14 +255,17 @@ class ToolId:
         if content is None:
             return
         api = api_from_path(request.path)
-        observe = ctx.options.toolid_mode == "observe"
-        if api is not None and not observe and _streaming_requested(content):
-            request.headers["accept-encoding"] = "identity"
         policy = Policy(Direction.DECODE, ctx.options.toolid_profile, self._rules_for(flow))
         plan = self._rewrite_body(flow, request, content, api, policy)
+        observe = ctx.options.toolid_mode == "observe"
+        if api is not None and not observe and _streaming_requested(content, plan.document):
+            request.headers["accept-encoding"] = "identity"
         if plan.api is not None:
             _record(flow)["api"] = plan.api.value
-        self._taken[flow] = Taken(content, plan.api or api)
+        if plan.found is not None:  # the request was read already: its definitions are known
+            self._taken[flow] = Taken.of(f.value for f in plan.found if f.role is DEFINES)
+        else:
+            self._taken[flow] = Taken(content, plan.api or api)
 
     def _rewrite_response(self, flow: http.HTTPFlow, response: http.Response) -> None:
         content = self._json_body(flow, response, "response")
@@ -397,10 +405,15 @@ class ToolId:
         if not record or not (record.get("request") or record.get("response")):
             return
         observe = record["observe"]
-        summary = report.summary([*record.get("request", []), *record.get("response", [])], observe)
+        requests, responses = record.get("request", []), record.get("response", [])
         omitted = record.get("request_omitted", 0) + record.get("response_omitted", 0)
+        summarised = (len(requests), len(responses), omitted)
+        if self._summarised.get(flow) == summarised:
+            return  # nothing recorded since the comment was written
+        summary = report.summary([*requests, *responses], observe)
         more = f" (+{omitted} more not recorded)" if omitted else ""
         flow.comment = f"toolid{' (observe)' if observe else ''}: {summary}{more}"
+        self._summarised[flow] = summarised
 
     def _problem(self, flow: http.HTTPFlow, message: str) -> None:
         record = _record(flow)
@@ -426,9 +439,12 @@ def _record(flow: http.HTTPFlow) -> dict[str, Any]:
     return record
 
 
-def _streaming_requested(content: bytes) -> bool:
-    """Whether a request body says ``"stream": true`` (a byte search for the member name,
-    far cheaper on a long history than a regex tried at every quote)."""
+def _streaming_requested(content: bytes, document: Any = None) -> bool:
+    """Whether a request body says ``"stream": true``: read off the parsed ``document`` when
+    there is one, else by a byte search for the member name (far cheaper on a long history
+    than a regex tried at every quote)."""
+    if isinstance(document, dict):
+        return document.get("stream") is True
     at = content.find(b'"stream"')
     while at >= 0:
         if _STREAM_VALUE.match(content, at + 8):

@@ -30,7 +30,17 @@ from typing import Any, Final, Literal, NamedTuple
 from toolid import codec, jsonparse
 from toolid.apis import api_from_shape
 from toolid.occurrence import NOTHING_TAKEN, CallIds
-from toolid.positions import ID_KEYS, REFERS, Api, Doc, Found, find_ids, path_order, positions
+from toolid.positions import (
+    ID_KEYS,
+    REFERS,
+    Api,
+    Call,
+    Doc,
+    Found,
+    find_ids,
+    path_order,
+    positions,
+)
 from toolid.rules import RuleSet, assign
 
 Action = Literal["encoded", "restored", "kept", "mapped"]
@@ -75,11 +85,15 @@ class Edit(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """What rewriting one document would do."""
+    """What rewriting one document would do. When it had to read the document, also the
+    parsed document and every id at the table's positions in it (``find_ids``), so that a
+    caller needing either never parses or walks the same bytes again."""
 
     api: Api | None
     edits: tuple[Edit, ...] = ()
     changes: tuple[Change, ...] = ()
+    document: Any = field(default=None, compare=False, repr=False)
+    found: tuple[Found, ...] | None = field(default=None, compare=False, repr=False)
 
 
 class RewriteError(Exception):
@@ -177,21 +191,16 @@ def plan(
         api = api_from_shape(parsed, doc)
         if api is None:
             return NOTHING
-    changes: list[Change] = []
-    targets = _Targets()
-    for found, change in _changes(find_ids(parsed, api, doc), api, policy, calls):
-        changes.append(change)
-        if change.action != "kept":
-            targets.add(found.holder, found.key, found.value, _new_value(change))
-    if not targets.new_values:
-        return Plan(api=api, changes=tuple(changes))
-    fast = _locate_plainly(document, targets)
-    if fast is not None:
-        return Plan(api=api, edits=fast, changes=tuple(changes))
-    edits, proven = _locate(document, parsed, targets)
-    if not proven:
-        _verify(document, edits, parsed, targets)
-    return Plan(api=api, edits=edits, changes=tuple(changes))
+    found_ids = find_ids(parsed, api, doc)
+    changes, targets = _changes(found_ids, api, policy, calls)
+    if not targets.members:
+        return Plan(api, (), changes, parsed, tuple(found_ids))
+    edits = _locate_plainly(document, targets)
+    if edits is None:
+        edits, proven = _locate(document, parsed, targets)
+        if not proven:
+            _verify(document, edits, parsed, targets)
+    return Plan(api, edits, changes, parsed, tuple(found_ids))
 
 
 def _parse(document: bytes) -> Any:
@@ -203,8 +212,8 @@ def _verify(document: bytes, edits: Sequence[Edit], parsed: Any, targets: _Targe
     """Prove edits that counting could not: the new bytes must parse to the old document with
     exactly the positions' values replaced. Catches what byte-level locating cannot see (keys
     spelled with escapes, duplicate keys) before a wrong literal could ever be sent."""
-    for holder, key in targets.members:
-        holder[key] = targets.new[(id(holder), key)]
+    for holder, key, _, new in targets.members:
+        holder[key] = new
     try:
         if _parse(apply(document, edits)) != parsed:
             raise RewriteError("could not locate the id literals unambiguously")
@@ -214,21 +223,28 @@ def _verify(document: bytes, edits: Sequence[Edit], parsed: Any, targets: _Targe
 
 def _changes(
     found_ids: list[Found], api: Api, policy: Policy, calls: CallIds | None
-) -> Iterator[tuple[Found, Change]]:
-    """Each id position that changes (or is kept), with its change."""
+) -> tuple[tuple[Change, ...], _Targets]:
+    """Each id position that changes (or is kept), with its change, and the positions whose
+    value changes."""
+    changes: list[Change] = []
+    targets = _Targets()
+    add = targets.add
     if calls is not None:  # encode: calls in order (by number), then what refers to them
-        found_ids.sort(key=lambda found: (found.role is REFERS, found.call))
+        if len(found_ids) > 1:
+            found_ids = sorted(found_ids, key=_calls_first)
         for found in found_ids:
             client = calls.client_id(found)
             if client != found.value:
-                yield found, Change(found.path, found.value, client, "encoded")
-        return
+                changes.append(Change(found.path, found.value, client, "encoded"))
+                add(found.holder, found.key, found.value, client)
+        return tuple(changes), targets
     if policy.rules is None:  # restore every encoded id
+        decode = codec.decode
         for found in found_ids:
-            raw = codec.decode(found.value)
-            if raw != found.value:
-                yield found, Change(found.path, raw, found.value, "restored")
-        return
+            if (raw := decode(found.value)) != found.value:
+                changes.append(Change(found.path, raw, found.value, "restored"))
+                add(found.holder, found.key, found.value, raw)
+        return tuple(changes), targets
     # A destination with rules: each position once, in document order, so that results
     # find the calls before them.
     found_ids = list({(id(f.holder), f.key): f for f in found_ids}.values())
@@ -237,11 +253,21 @@ def _changes(
     for found, (sent, source) in zip(found_ids, assign(found_ids, api, rules), strict=True):
         raw = codec.decode(found.value)
         if source == "mapped":
-            yield found, Change(found.path, raw, found.value, "mapped", sent, rules.name)
+            change = Change(found.path, raw, found.value, "mapped", sent, rules.name)
         elif sent != found.value:
-            yield found, Change(found.path, raw, found.value, "restored")
+            change = Change(found.path, raw, found.value, "restored")
         elif raw != found.value:  # the raw id would break the rules: the client id stays
-            yield found, Change(found.path, raw, found.value, "kept", rules=rules.name)
+            change = Change(found.path, raw, found.value, "kept", rules=rules.name)
+        else:
+            continue
+        changes.append(change)
+        if change.action != "kept":
+            add(found.holder, found.key, found.value, _new_value(change))
+    return tuple(changes), targets
+
+
+def _calls_first(found: Found) -> tuple[bool, Call]:
+    return (found.role is REFERS, found.call)
 
 
 def _new_value(change: Change) -> str:
@@ -269,9 +295,7 @@ def _structural_pairs(document: bytes, keys: frozenset[str]) -> list[tuple[str, 
         if _escaped(document, match.start()):
             continue  # an escaped quote: inside some string, not a key
         literal = match.group(2)
-        value = (
-            json.loads(b'"' + literal + b'"') if b"\\" in literal else literal.decode("utf-8")
-        )
+        value = json.loads(b'"' + literal + b'"') if b"\\" in literal else literal.decode("utf-8")
         pairs.append((match.group(1).decode(), value, match.start(2) - 1, match.end(2) + 1))
     return pairs
 
@@ -281,32 +305,34 @@ type _Member = tuple[int, str]  # (id of the holding object, key): one id positi
 
 @dataclass(slots=True)
 class _Targets:
-    """The id positions to change: each member's new value, how many positions hold each
-    (key, old value), and that pair's one new value (None when its positions get different
-    ones, as two calls with one reused raw id do)."""
+    """The id positions to change, each once: its holder, key, old and new value."""
 
     new: dict[_Member, str] = field(default_factory=dict)
-    members: list[tuple[dict[str, Any], str]] = field(default_factory=list)
-    wanted: Counter[tuple[str, str]] = field(default_factory=Counter)
-    new_values: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    members: list[tuple[dict[str, Any], str, str, str]] = field(default_factory=list)
 
     def add(self, holder: dict[str, Any], key: str, value: str, new: str) -> None:
         member = (id(holder), key)
-        if member in self.new:
-            return
-        self.new[member] = new
-        self.members.append((holder, key))
-        self.wanted[(key, value)] += 1
-        pair = (key, value)
-        self.new_values[pair] = new if self.new_values.get(pair, new) == new else None
+        if member not in self.new:
+            self.new[member] = new
+            self.members.append((holder, key, value, new))
+
+    def by_pair(self) -> tuple[Counter[tuple[str, str]], dict[tuple[str, str], str | None]]:
+        """How many positions hold each (key, old value), and that pair's one new value (None
+        when its positions get different ones, as two calls with one reused raw id do)."""
+        wanted: Counter[tuple[str, str]] = Counter()
+        new_values: dict[tuple[str, str], str | None] = {}
+        for _, key, value, new in self.members:
+            pair = (key, value)
+            wanted[pair] += 1
+            new_values[pair] = new if new_values.get(pair, new) == new else None
+        return wanted, new_values
 
 
 # A \u escape that could spell a character of a client id ([A-Za-z0-9_-]: U+0020..U+007F).
 _ASCII_ESCAPE: Final = re.compile(rb"\\u00[2-7][0-9A-Fa-f]")
 # Raw surrogate bytes (UTF-8 of U+D800..U+DFFF, which json reads with surrogatepass).
 _RAW_SURROGATE: Final = re.compile(rb"\xed[\xa0-\xbf]")
-# What follows the prefix of a client id spelled plainly: its characters, then the quote.
-_CLIENT_ID_REST: Final = re.compile(rb"[A-Za-z0-9_-]*\"")
+_CLIENT_PREFIXES: Final = tuple(codec.PREFIXES.values())
 
 
 def _locate_plainly(document: bytes, targets: _Targets) -> tuple[Edit, ...] | None:
@@ -320,64 +346,96 @@ def _locate_plainly(document: bytes, targets: _Targets) -> tuple[Edit, ...] | No
     other ids get one search each, so only a few are done this way. Documents with raw
     surrogate bytes go the general way (which refuses literals it cannot read).
     """
-    wanted: Counter[str] = Counter()
-    new_values: dict[str, str] = {}
-    for (key, value), count in targets.wanted.items():
-        new = targets.new_values[(key, value)]
-        if new is None or new_values.setdefault(value, new) != new:
+    if len(targets.members) == 1:  # the common case in a streamed event
+        return _locate_one(document, *targets.members[0][2:])
+    news: dict[str, str] = {}  # old value -> its one new value
+    wanted: dict[str, int] = {}  # old value -> the number of positions holding it
+    for _, _, value, new in targets.members:
+        if news.setdefault(value, new) != new:
             return None  # one id, several new values: two calls share it (occurrence tags)
+        wanted[value] = wanted.get(value, 0) + 1
+    client_ids = True
+    for value in news:
         if not _PLAIN_ID.fullmatch(value):
             return None
-        wanted[value] += count
-    client_ids = all(value.startswith(("tid1_", "call_tid1_")) for value in wanted)
-    if not client_ids and len(wanted) > _PLAIN_SEARCHES:
+        client_ids = client_ids and value.startswith(_CLIENT_PREFIXES)
+    if not client_ids and len(news) > _PLAIN_SEARCHES:
         return None
-    if b"\\u00" in document and _ASCII_ESCAPE.search(document):
+    if _may_spell_otherwise(document):
         return None
-    if b"\xed" in document and _RAW_SURROGATE.search(document):
+    spelled = {value.encode("ascii"): count for value, count in wanted.items()}
+    spans = _client_id_strings(document, spelled) if client_ids else _strings(document, spelled)
+    counted: dict[bytes, int] = {}
+    for spelling, _ in spans:
+        counted[spelling] = counted.get(spelling, 0) + 1
+    if counted != spelled:
         return None
-    spans = _client_id_strings(document) if client_ids else _strings(document, wanted)
-    spans = [span for span in spans if span[0] in wanted]
-    if Counter(value for value, _, _ in spans) != wanted:
-        return None
-    literals = {value: _literal(new) for value, new in new_values.items()}
-    spans.sort(key=_start)
-    return tuple(Edit(start, end, literals[value]) for value, start, end in spans)
+    literals = {value.encode("ascii"): _literal(new) for value, new in news.items()}
+    if not client_ids:
+        spans.sort(key=_start)
+    return tuple(Edit(at, at + len(spelling) + 2, literals[spelling]) for spelling, at in spans)
 
 
 _PLAIN_ID: Final = re.compile(r"[ !#-.0-\[\]-~]+")  # printable ASCII but " / \
 _PLAIN_SEARCHES: Final = 8  # most distinct non-client ids located with one search each
 
 
-def _start(span: tuple[str, int, int]) -> int:
+def _locate_one(document: bytes, value: str, new: str) -> tuple[Edit, ...] | None:
+    """``_locate_plainly`` for one position: the one plain string equal to its value."""
+    if not _PLAIN_ID.fullmatch(value) or _may_spell_otherwise(document):
+        return None
+    literal = b'"' + value.encode("ascii") + b'"'
+    spans = _strings(document, {literal[1:-1]: 1})
+    if len(spans) != 1:
+        return None
+    at = spans[0][1]
+    return (Edit(at, at + len(literal), _literal(new)),)
+
+
+def _may_spell_otherwise(document: bytes) -> bool:
+    """Whether a string of printable ASCII may be spelled with escapes in ``document`` (then
+    byte searches for its plain spelling prove nothing), or it has raw surrogate bytes."""
+    return (b"\\u00" in document and _ASCII_ESCAPE.search(document) is not None) or (
+        b"\xed" in document and _RAW_SURROGATE.search(document) is not None
+    )
+
+
+def _start(span: tuple[bytes, int]) -> int:
     return span[1]
 
 
-def _client_id_strings(document: bytes) -> list[tuple[str, int, int]]:
-    """(value, start, end) of every plainly spelled string that is a client id."""
+def _client_id_strings(document: bytes, wanted: dict[bytes, int]) -> list[tuple[bytes, int]]:
+    """(value, opening quote) of every plainly spelled string in ``wanted`` that is a client id
+    (each begins with a prefix holding ``tid1_``), in document order."""
     spans = []
-    at = document.find(b"tid1_")
+    find = document.find
+    at = find(b"tid1_")
     while at >= 0:
-        if document[at - 1 : at] == b'"':
-            start = at - 1
-        else:
-            start = at - 6 if document[max(at - 6, 0) : at] == b'"call_' else -1
-        rest = _CLIENT_ID_REST.match(document, at + 5)
-        if rest and start >= 0 and not _escaped(document, start):
-            spans.append((document[start + 1 : rest.end() - 1].decode("ascii"), start, rest.end()))
-        at = document.find(b"tid1_", at + 5)
+        start = at - 1 if document[at - 1 : at] == b'"' else at - 6  # "tid1_ or "call_tid1_
+        end = find(b'"', at + 5)
+        if end < 0:
+            break
+        value = document[start + 1 : end]
+        if (
+            value in wanted
+            and start >= 0
+            and document[start] == 0x22
+            and not _escaped(document, start)
+        ):
+            spans.append((value, start))
+        at = find(b"tid1_", end)
     return spans
 
 
-def _strings(document: bytes, values: Iterable[str]) -> list[tuple[str, int, int]]:
-    """(value, start, end) of every plainly spelled string equal to one of ``values``."""
+def _strings(document: bytes, wanted: dict[bytes, int]) -> list[tuple[bytes, int]]:
+    """(value, opening quote) of every plainly spelled string in ``wanted``."""
     spans = []
-    for value in values:
-        literal = b'"' + value.encode("ascii") + b'"'
+    for value in wanted:
+        literal = b'"' + value + b'"'
         at = document.find(literal)
         while at >= 0:
             if not _escaped(document, at):
-                spans.append((value, at, at + len(literal)))
+                spans.append((value, at))
             at = document.find(literal, at + len(literal) - 1)
     return spans
 
@@ -402,20 +460,20 @@ def _locate(document: bytes, parsed: Any, targets: _Targets) -> tuple[tuple[Edit
     positions of a pair get one new value: then the pairs are the positions. Otherwise
     literals are paired with the positions in document order, and the caller must verify.
     """
-    new_values = targets.new_values
+    wanted, new_values = targets.by_pair()
     keys = frozenset(key for key, _ in new_values)
     try:
         pairs = [pair for pair in _structural_pairs(document, keys) if pair[:2] in new_values]
     except (ValueError, UnicodeDecodeError) as exc:
         raise RewriteError(f"unreadable string literal ({_short(exc)})") from None
     proven = None not in new_values.values() and (
-        Counter((key, value) for key, value, _, _ in pairs) == targets.wanted
+        Counter((key, value) for key, value, _, _ in pairs) == wanted
     )
     news: list[str]
     if proven:  # then every pair has its one new value
         news = [new for key, value, _, _ in pairs if (new := new_values[(key, value)]) is not None]
     else:
-        pairs, news = _pair_in_order(parsed, pairs, keys, targets)
+        pairs, news = _pair_in_order(parsed, pairs, keys, targets, new_values)
     proven = proven and _KEY_CHAR_ESCAPE.search(document) is None
     literals = {new: _literal(new) for new in set(news)}
     edits = tuple(
@@ -425,7 +483,11 @@ def _locate(document: bytes, parsed: Any, targets: _Targets) -> tuple[tuple[Edit
 
 
 def _pair_in_order(
-    parsed: Any, pairs: list[tuple[str, str, int, int]], keys: frozenset[str], targets: _Targets
+    parsed: Any,
+    pairs: list[tuple[str, str, int, int]],
+    keys: frozenset[str],
+    targets: _Targets,
+    new_values: dict[tuple[str, str], str | None],
 ) -> tuple[list[tuple[str, str, int, int]], list[str]]:
     """The literals that are table positions, paired with the document's members in order,
     and the new value of each."""
@@ -433,7 +495,7 @@ def _pair_in_order(
         in_order = [
             (key, value, member)
             for key, value, member in _members_in_order(parsed, keys)
-            if (key, value) in targets.new_values
+            if (key, value) in new_values
         ]
     except RecursionError:
         raise RewriteError("document nested too deeply to locate ids") from None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -252,65 +253,110 @@ class Found:
 def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
     """Every string id at the table's positions in a parsed JSON ``document``, in table order
     (and, for each position, in document order)."""
-    found: list[Found] = []
+    if not isinstance(document, dict):
+        return []  # every position starts with a member of the root object
     root: Call = ()
-    if doc is Doc.EVENT and isinstance(document, dict):
-        root = next(
-            (
-                (number,)
-                for name in _EVENT_CALL_NUMBERS
-                if type(number := document.get(name)) is int
-            ),
-            (),
-        )
-    for position in positions(api, doc):
-        _walk(document, root, position, found)
-    return found
+    if doc is Doc.EVENT:
+        for name in _EVENT_CALL_NUMBERS:
+            if type(number := document.get(name)) is int:
+                root = (number,)
+                break
+    walk, count = _WALKERS[(api, doc)]
+    found: list[list[Found]] = [[] for _ in range(count)]
+    walk(document, "", root, found)
+    return [one for each in found for one in each]
 
 
-def _walk(document: Any, root: Call, position: Position, found: list[Found]) -> None:
-    """Follow ``position`` through ``document`` step by step (breadth first, which keeps
-    document order), appending what it reaches to ``found``."""
-    frontier: list[tuple[Any, str, Call]] = [(document, "", root)]
-    steps = position.steps
-    for i, step in enumerate(steps[:-1]):
-        reached: list[tuple[Any, str, Call]] = []
-        if isinstance(step, _Key):
-            name = step.name
-            for node, path, call in frontier:
-                if isinstance(node, dict) and name in node:
-                    reached.append((node[name], f"{path}.{name}" if path else name, call))
+# The positions of one table entry compiled into a tree of nested functions, one per step,
+# shared by the positions that begin with the same steps (so each node is visited once).
+# Each takes a node, its concrete path and call number, and one list of ids per position.
+# Built once from the table; far cheaper per node than interpreting the steps.
+type _Visit = Callable[[Any, str, Call, list[list[Found]]], None]
+type _Branch = tuple[tuple[_Step, ...], int, Role]  # the steps left, the position's slot, role
+
+
+def _walker(branches: list[_Branch]) -> _Visit:
+    """One visitor for every branch at a node: leaves read their member, the others are
+    grouped by their next step and continue together."""
+    visitors: list[_Visit] = []
+    groups: dict[_Step, list[_Branch]] = {}
+    for steps, slot, role in branches:
+        if len(steps) == 1:
+            last = steps[0]
+            assert isinstance(last, _Key)
+            visitors.append(_leaf(last.name, role, slot))
         else:
-            # Every step after an element is a member: elements without it go no further.
-            after = steps[i + 1]
-            member = after.name if isinstance(after, _Key) else None
-            for node, path, call in frontier:
-                if isinstance(node, list):
-                    for index, element in enumerate(node):
-                        if member is not None and not (
-                            isinstance(element, dict) and member in element
-                        ):
-                            continue
-                        if _admits(step, element):
-                            number = element.get("index") if isinstance(element, dict) else None
-                            number = number if type(number) is int else index
-                            reached.append((element, f"{path}[{index}]", (*call, number)))
-                elif isinstance(node, dict) and _admits(step, node):
-                    reached.append((node, path, call))
-        if not reached:
-            return
-        frontier = reached
-    key, role = position.key, position.role
-    for node, path, call in frontier:
-        if isinstance(node, dict) and isinstance(value := node.get(key), str):
-            found.append(Found(node, key, value, f"{path}.{key}" if path else key, role, call))
+            groups.setdefault(steps[0], []).append((steps[1:], slot, role))
+    for step, rest in groups.items():
+        then = _walker(rest)
+        if isinstance(step, _Key):
+            visitors.append(_member_visitor(step.name, then))
+        else:
+            members = {steps[0].name for steps, _, _ in rest if isinstance(steps[0], _Key)}
+            needs = frozenset(members) if len(members) == len(rest) else None
+            visitors.append(_elements_visitor(step.types, needs, then))
+    if len(visitors) == 1:
+        return visitors[0]
+    every = tuple(visitors)
+
+    def visit(node: Any, path: str, call: Call, found: list[list[Found]]) -> None:
+        for one in every:
+            one(node, path, call, found)
+
+    return visit
 
 
-def _admits(step: _Each, element: Any) -> bool:
-    if step.types is None:
-        return True
-    kind = element.get("type") if isinstance(element, dict) else None
-    return isinstance(kind, str) and kind in step.types
+def _leaf(key: str, role: Role, slot: int) -> _Visit:
+    def visit(node: Any, path: str, call: Call, found: list[list[Found]]) -> None:
+        if isinstance(node, dict) and type(value := node.get(key)) is str:
+            where = f"{path}.{key}" if path else key
+            found[slot].append(Found(node, key, value, where, role, call))
+
+    return visit
+
+
+def _member_visitor(name: str, then: _Visit) -> _Visit:
+    def visit(node: Any, path: str, call: Call, found: list[list[Found]]) -> None:
+        if isinstance(node, dict) and (child := node.get(name)) is not None:
+            then(child, f"{path}.{name}" if path else name, call, found)
+
+    return visit
+
+
+def _elements_visitor(
+    types: frozenset[str] | None, members: frozenset[str] | None, then: _Visit
+) -> _Visit:
+    """``[]`` or ``[type=...]``: every element of an array (an object is its own one element),
+    numbered by its own ``index`` member, else by its position. ``members``: when every step
+    after this one is a member, their names; elements with none of them go no further."""
+
+    def admits(element: Any) -> bool:
+        if not isinstance(element, dict):
+            return members is None and types is None
+        if members is not None and members.isdisjoint(element):
+            return False
+        if types is None:
+            return True
+        kind = element.get("type")
+        return isinstance(kind, str) and kind in types
+
+    def visit(node: Any, path: str, call: Call, found: list[list[Found]]) -> None:
+        if isinstance(node, list):
+            for index, element in enumerate(node):
+                if admits(element):
+                    number = element.get("index") if isinstance(element, dict) else None
+                    number = number if type(number) is int else index
+                    then(element, f"{path}[{index}]", (*call, number), found)
+        elif admits(node):
+            then(node, path, call, found)
+
+    return visit
+
+
+_WALKERS: Final[dict[tuple[Api, Doc], tuple[_Visit, int]]] = {
+    key: (_walker([(p.steps, slot, p.role) for slot, p in enumerate(compiled)]), len(compiled))
+    for key, compiled in _COMPILED.items()
+}
 
 
 _PATH_PARTS: Final = re.compile(r"\[(\d+)\]|([^.\[\]]+)")

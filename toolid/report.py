@@ -61,7 +61,7 @@ def as_record(change: Change) -> dict[str, Any]:
         "client": change.client,
         "action": change.action,
     }
-    if (occurrence := codec.occurrence(change.client)) > 1:
+    if codec.TAG in change.client and (occurrence := codec.occurrence(change.client)) > 1:
         record["occurrence"] = occurrence
     if change.action == "mapped":
         record["sent"] = change.sent
@@ -85,10 +85,12 @@ def summary(records: Iterable[Mapping[str, Any]], observe: bool = False) -> str:
         found = by_action.get(action)
         if not found:
             continue
-        # Distinct ids first (cheap), text for the few shown only: a history has a thousand.
+        # The first few distinct ids only, and text for those: a history has a thousand.
         first: dict[tuple[Any, ...], Mapping[str, Any]] = {}
         for record in found:
             first.setdefault(_identity(record), record)
+            if len(first) > _EXAMPLES:
+                break
         distinct = list(first.values())
         pairs = [_pair(record) for record in distinct[:_EXAMPLES]]
         shown = ", ".join(pairs) + (", ..." if len(distinct) > _EXAMPLES else "")

@@ -125,11 +125,18 @@ def data_lines(event: bytes, stream_start: bool = False) -> list[Field]:
 
     ``stream_start``: the event opens the stream, so a leading byte order mark is skipped.
     """
-    fields: list[Field] = []
     at = len(_BOM) if stream_start and event.startswith(_BOM) else 0
-    for match in _LINE.finditer(event, at):
-        line_start, line_end = match.span(1)
-        if match.group(1).startswith(b"data"):
+    if b"\r" in event:
+        lines = [match.span(1) for match in _LINE.finditer(event, at)]
+    else:  # LF only, as almost every server sends: plain byte searches
+        lines = []
+        while (end := event.find(b"\n", at)) >= 0:
+            lines.append((at, end))
+            at = end + 1
+        lines.append((at, len(event)))
+    fields: list[Field] = []
+    for line_start, line_end in lines:
+        if event.startswith(b"data", line_start, line_end):
             name_end = line_start + 4
             if line_end == name_end:  # "data" alone: an empty value
                 fields.append(Field(line_end, line_end))
@@ -138,8 +145,6 @@ def data_lines(event: bytes, stream_start: bool = False) -> list[Field]:
                 if start < line_end and event[start] == 0x20:
                     start += 1
                 fields.append(Field(start, line_end))
-        if not match.group(2):
-            break
     return fields
 
 

@@ -137,23 +137,13 @@ class StreamRewriter:
         if len(event) > self.max_event_bytes:
             self._report_oversized()
             return event
-        fields = None
-        if not body.may_change(event, self.api, Doc.EVENT, self.policy, self.calls):
-            # The byte check reads the event as is: it can miss an id whose member is split
-            # across several data lines. Those are rare; look closer only then.
-            if event.count(b"data") < 2:
-                return event
-            fields = data_lines(event, stream_start=at_start)
-            if len(fields) < 2:
-                return event
-        fields = fields if fields is not None else data_lines(event, stream_start=at_start)
+        fields = data_lines(event, stream_start=at_start)
         if not fields:
             return event
-        document = b"\n".join(event[field.start : field.end] for field in fields)
-        if len(fields) > 1 and not body.may_change(
-            document, self.api, Doc.EVENT, self.policy, self.calls
-        ):
-            return event
+        if len(fields) == 1:  # the common case: the document is a slice of the event
+            document = event[fields[0].start : fields[0].end]
+        else:
+            document = b"\n".join(event[field.start : field.end] for field in fields)
         try:
             plan = body.plan(document, self.api, Doc.EVENT, self.policy, self.calls)
         except RewriteError as exc:
@@ -164,6 +154,11 @@ class StreamRewriter:
         self.changes.extend(plan.changes)
         if not plan.edits:
             return event
+        if len(fields) == 1:
+            shift = fields[0].start
+            return body.apply(
+                event, [Edit(e.start + shift, e.end + shift, e.text) for e in plan.edits]
+            )
         # Map offsets in the joined data back to the event: literals never span a line.
         doc_starts = [0, *accumulate(field.end - field.start + 1 for field in fields)]
         edits = []
