@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from toolid.markers import Markers
+
 # A line ending (CRLF, a CR not followed by LF, or LF) followed by another: an empty line.
 _BLANK_LINE: Final = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r|\n)")
 _LINE: Final = re.compile(rb"([^\r\n]*)(\r\n|\r|\n|$)")
@@ -38,7 +40,7 @@ class EventFramer:
         return [event for event, _ in self.feed_marked(data, None)]
 
     def feed_marked(
-        self, data: bytes, markers: re.Pattern[bytes] | None
+        self, data: bytes, markers: Markers | None
     ) -> list[tuple[bytes, bool]]:
         """Like ``feed``, for a caller that only needs the events in which ``markers`` finds
         something: a run of whole events in which it finds nothing comes back joined, as
@@ -149,7 +151,7 @@ def data_lines(event: bytes, stream_start: bool = False) -> list[Field]:
 
 
 def _runs(
-    data: bytes, start: int, markers: re.Pattern[bytes], pieces: list[tuple[bytes, bool]]
+    data: bytes, start: int, markers: Markers, pieces: list[tuple[bytes, bool]]
 ) -> int:
     """Cut ``data`` from ``start`` (an event's first byte) into runs of whole events without
     a marker and the events with one, appended to ``pieces``; return where the rest, not
@@ -172,9 +174,10 @@ def _runs(
             return start
         sep = b"\r\n\r\n"
     eol = sep[: len(sep) // 2]
+    find = markers.finder(data, stop)
     while True:
-        hit = markers.search(data, start, stop)
-        limit = stop if hit is None else hit.start()
+        hit = find(start)
+        limit = stop if hit < 0 else hit
         blank = data.rfind(sep, start, limit)
         if blank >= 0:
             first = blank  # the first line ending of the run that ends with this blank line
@@ -183,7 +186,7 @@ def _runs(
             end = first + (blank + len(sep) - first) // len(sep) * len(sep)
             pieces.append((data[start:end], True))
             start = end
-        if hit is None:
+        if hit < 0:
             return start
         blank = data.find(sep, start, stop)
         if blank < 0:

@@ -1,0 +1,49 @@
+"""Marker search: finds exactly what a regex over the same words finds, by either means."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from toolid.markers import Markers, alternatives
+
+
+def _bytes(alphabet: bytes, min_size: int, max_size: int) -> st.SearchStrategy[bytes]:
+    return st.lists(st.sampled_from(alphabet), min_size=min_size, max_size=max_size).map(bytes)
+
+
+WORDS = st.lists(_bytes(b'ab"c', 1, 4), min_size=1, max_size=6)
+DATA = _bytes(b'ab"cd', 0, 200)
+
+
+@given(words=WORDS, data=DATA, starts=st.lists(st.integers(0, 210), max_size=8))
+def test_finder_agrees_with_a_regex(words: list[bytes], data: bytes, starts: list[int]) -> None:
+    markers = Markers(words)
+    regex = re.compile(b"|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True)))
+    find = markers.finder(data, len(data))
+    for start in sorted(starts):
+        hit = regex.search(data, start)
+        assert find(start) == (-1 if hit is None else hit.start())
+    assert markers.in_(data) == (regex.search(data) is not None)
+
+
+@given(words=WORDS, data=DATA)
+def test_a_stop_bounds_the_search(words: list[bytes], data: bytes) -> None:
+    stop = len(data) // 2
+    hit = re.compile(alternatives(words)).search(data, 0, stop)
+    assert Markers(words).finder(data, stop)(0) == (-1 if hit is None else hit.start())
+
+
+def test_many_words_use_one_regex_few_use_finds() -> None:
+    assert Markers([b"a", b"b", b"c", b"d"])._regex is not None
+    assert Markers([b"a", b"b", b"c"])._regex is None
+
+
+def test_words_must_not_be_empty() -> None:
+    with pytest.raises(ValueError):
+        Markers([])
+    with pytest.raises(ValueError):
+        Markers([b"a", b""])
