@@ -440,16 +440,40 @@ def _client_id_strings(document: bytes, wanted: dict[bytes, int]) -> list[tuple[
 
 
 def _strings(document: bytes, wanted: dict[bytes, int]) -> list[tuple[bytes, int]]:
-    """(value, opening quote) of every plainly spelled string in ``wanted``."""
+    """(value, opening quote) of every plainly spelled string in ``wanted``: one search per
+    value, or one search in all for the start they share (``"functions.``, ``"call_``), which
+    every one of their literals begins with."""
+    literals = [(value, b'"' + value + b'"') for value in wanted]
+    shared = _shared_start([literal for _, literal in literals])
     spans = []
-    for value in wanted:
-        literal = b'"' + value + b'"'
+    if len(literals) > 1 and len(shared) >= _SHARED_AT_LEAST:
+        at = document.find(shared)
+        while at >= 0:
+            for value, literal in literals:
+                if document.startswith(literal, at) and not _escaped(document, at):
+                    spans.append((value, at))
+                    break
+            at = document.find(shared, at + 1)
+        return spans
+    for value, literal in literals:
         at = document.find(literal)
         while at >= 0:
             if not _escaped(document, at):
                 spans.append((value, at))
             at = document.find(literal, at + len(literal) - 1)
     return spans
+
+
+_SHARED_AT_LEAST: Final = 4  # a shorter shared start ('"c') is too common to search for
+
+
+def _shared_start(words: list[bytes]) -> bytes:
+    """The longest start all ``words`` have in common."""
+    first, last = min(words), max(words)  # the others lie between: they share it too
+    size = 0
+    while size < len(first) and first[size] == last[size]:
+        size += 1
+    return first[:size]
 
 
 def _escaped(document: bytes, quote: int) -> bool:
