@@ -12,6 +12,7 @@ every tool-call id annotated, see ``toolid.annotate``) and the commands ``toolid
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import logging
 import re
@@ -32,6 +33,7 @@ if importlib.util.find_spec("toolid") is None:
 from toolid import PROFILES, annotate, body, codec, report, rules, scope
 from toolid.apis import api_from_path
 from toolid.body import Change, Direction, Policy, RewriteError
+from toolid.codec import Profile
 from toolid.occurrence import NOTHING_TAKEN, CallIds, Taken
 from toolid.positions import DEFINES, Api, Doc
 from toolid.stream import DEFAULT_MAX_EVENT_BYTES, StreamRewriter
@@ -42,6 +44,8 @@ MODES = ("rewrite", "observe")
 MARK_CHANGED = ":wrench:"
 MARK_PROBLEM = ":warning:"
 MAX_RECORDS = 1000  # change records kept per flow side: memory stays bounded on endless streams
+LOG_EVERY = 0.25  # seconds: change lines are logged together at most this often
+_HOSTS_REMEMBERED = 256  # upstreams whose rule set is remembered (then forgotten, all at once)
 _STREAM_VALUE = re.compile(rb"\s*:\s*true")
 
 
@@ -71,6 +75,14 @@ class ToolId:
         self._allow_hosts_set: list[str] = []  # the allow_hosts value toolid put in place
         # The ids each in-flight flow's request history defines, for its response's
         # occurrence tags: per flow, gone with the flow (the proxy keeps no state across).
+        # Options read on every flow, kept as attributes (an option lookup is not free).
+        self.profile: Profile = "safe"
+        self.observe = False
+        self.max_event_bytes = DEFAULT_MAX_EVENT_BYTES
+        self._every_host = True  # toolid_hosts covers every host
+        self._rules_of_host: dict[tuple[str, int], rules.RuleSet | None] = {}
+        # Change lines waiting to be logged together (see _log_change).
+        self._pending_lines: list[str] = []
         self._taken: weakref.WeakKeyDictionary[http.HTTPFlow, Taken] = (
             weakref.WeakKeyDictionary()
         )
@@ -132,7 +144,10 @@ class ToolId:
     def configure(self, updated: set[str]) -> None:
         if "toolid_hosts" in updated:
             self.hosts = _parse_hosts("toolid_hosts", ctx.options.toolid_hosts)
+            self._every_host = scope.allow_hosts(self.hosts) is None
             self._tunnel_other_hosts()
+        if updated & {"toolid_host_rules", "toolid_strict_hosts"}:
+            self._rules_of_host.clear()
         if "toolid_strict_hosts" in updated:
             self.strict_hosts = _parse_hosts("toolid_strict_hosts", ctx.options.toolid_strict_hosts)
         if "toolid_host_rules" in updated:
@@ -153,8 +168,12 @@ class ToolId:
                 f"toolid_max_event_bytes must be a positive number of bytes, "
                 f"not {ctx.options.toolid_max_event_bytes}"
             )
+        self.profile = cast(Profile, ctx.options.toolid_profile)
+        self.observe = ctx.options.toolid_mode == "observe"
+        self.max_event_bytes = ctx.options.toolid_max_event_bytes
 
     def done(self) -> None:
+        self._flush_lines()
         _unregister(self.view)
 
     def _tunnel_other_hosts(self) -> None:
@@ -224,7 +243,7 @@ class ToolId:
             self._problem(flow, f"stream passed unchanged: {exc}")
             # Still streamed (as is): buffered, an event stream would reach the agent at its end.
             response.stream = True
-            _record(flow)["streamed"] = True
+            self._record(flow)["streamed"] = True
 
     def response(self, flow: http.HTTPFlow) -> None:
         if flow.response is None or not flow.live or not self._in_scope(flow):
@@ -232,7 +251,7 @@ class ToolId:
         try:
             if not flow.response.stream:
                 self._rewrite_response(flow, flow.response)
-            elif not _record(flow).get("streamed"):
+            elif not self._record(flow).get("streamed"):
                 self._problem(flow, "response was streamed by another option; ids not rewritten")
         except Exception as exc:
             self._problem(flow, f"response left unchanged: unexpected error {exc!r}")
@@ -255,13 +274,12 @@ class ToolId:
         if content is None:
             return
         api = api_from_path(request.path)
-        policy = Policy(Direction.DECODE, ctx.options.toolid_profile, self._rules_for(flow))
+        policy = Policy(Direction.DECODE, self.profile, self._rules_for(flow))
         plan = self._rewrite_body(flow, request, content, api, policy)
-        observe = ctx.options.toolid_mode == "observe"
-        if api is not None and not observe and _streaming_requested(content, plan.document):
+        if api is not None and not self.observe and _streaming_requested(content, plan.document):
             request.headers["accept-encoding"] = "identity"
         if plan.api is not None:
-            _record(flow)["api"] = plan.api.value
+            self._record(flow)["api"] = plan.api.value
         if plan.found is not None:  # the request was read already: its definitions are known
             self._taken[flow] = Taken.of(f.value for f in plan.found if f.role is DEFINES)
         else:
@@ -270,7 +288,7 @@ class ToolId:
     def _rewrite_response(self, flow: http.HTTPFlow, response: http.Response) -> None:
         content = self._json_body(flow, response, "response")
         if content is not None:
-            policy = Policy(Direction.ENCODE, ctx.options.toolid_profile)
+            policy = Policy(Direction.ENCODE, self.profile)
             calls = self._calls(flow, policy)
             self._rewrite_body(flow, response, content, _api_of(flow), policy, calls=calls)
 
@@ -326,22 +344,22 @@ class ToolId:
         except RewriteError as exc:
             self._problem(flow, f"{doc.value} left unchanged: {exc}")
             return content, body.NOTHING
-        if ctx.options.toolid_mode == "observe":
+        if self.observe:
             return content, plan
         return new, plan
 
     def _start_stream(self, flow: http.HTTPFlow, response: http.Response) -> None:
         encoding = response.headers.get("content-encoding", "")
-        policy = Policy(Direction.ENCODE, ctx.options.toolid_profile)
+        policy = Policy(Direction.ENCODE, self.profile)
         rewriter = StreamRewriter(
             _api_of(flow),
             policy,
             content_encoding=encoding,
-            max_event_bytes=ctx.options.toolid_max_event_bytes,
+            max_event_bytes=self.max_event_bytes,
             calls=self._calls(flow, policy),
         )
-        observe = ctx.options.toolid_mode == "observe"
-        _record(flow)["streamed"] = True
+        observe = self.observe
+        self._record(flow)["streamed"] = True
         if not observe:
             response.headers.pop("content-length", None)
             if rewriter.decodes:
@@ -374,11 +392,19 @@ class ToolId:
     # --- scope and bookkeeping ---------------------------------------------------------------
 
     def _in_scope(self, flow: http.HTTPFlow) -> bool:
-        return scope.covers(self.hosts, flow.request.host, flow.request.port)
+        return self._every_host or scope.covers(self.hosts, flow.request.host, flow.request.port)
 
     def _rules_for(self, flow: http.HTTPFlow) -> rules.RuleSet | None:
-        """The id rules of the flow's upstream (None: it takes any id)."""
-        host, port = flow.request.host, flow.request.port
+        """The id rules of the flow's upstream (None: it takes any id); looked up once per
+        host (agents talk to a handful)."""
+        upstream = (flow.request.host, flow.request.port)
+        if upstream not in self._rules_of_host:
+            if len(self._rules_of_host) >= _HOSTS_REMEMBERED:
+                self._rules_of_host.clear()
+            self._rules_of_host[upstream] = self._lookup_rules(*upstream)
+        return self._rules_of_host[upstream]
+
+    def _lookup_rules(self, host: str, port: int) -> rules.RuleSet | None:
         name = scope.first(self.host_rules, host, port)
         if name is None and scope.covers(self.strict_hosts, host, port):
             name = "safe"
@@ -390,7 +416,7 @@ class ToolId:
         """Record changes in the flow's metadata (at most MAX_RECORDS per side) and mark it."""
         if not changes:
             return
-        record = _record(flow)
+        record = self._record(flow)
         records = record.setdefault(side, [])
         room = max(0, MAX_RECORDS - len(records))
         records.extend(report.as_record(change) for change in changes[:room])
@@ -416,27 +442,45 @@ class ToolId:
         self._summarised[flow] = summarised
 
     def _problem(self, flow: http.HTTPFlow, message: str) -> None:
-        record = _record(flow)
+        record = self._record(flow)
         problems = record.setdefault("problems", [])
         if not problems:
             logger.warning(f"toolid: {_describe(flow)}: {message}")
         problems.append(message)
         flow.marked = MARK_PROBLEM
 
+    def _record(self, flow: http.HTTPFlow) -> dict[str, Any]:
+        record: dict[str, Any] = flow.metadata.setdefault("toolid", {})
+        record.setdefault("observe", self.observe)
+        return record
+
     def _finish(self, flow: http.HTTPFlow) -> None:
         record = flow.metadata.get("toolid")
         if record and (record.get("request") or record.get("response")):
             self._comment(flow)
-            logger.info(f"{flow.comment} [{_describe(flow)}]")
+            self._log_change(f"{flow.comment} [{_describe(flow)}]")
+
+    def _log_change(self, line: str) -> None:
+        """Log one flow's change line (INFO). In mitmproxy's event loop, the lines are gathered
+        and written as one record at most every LOG_EVERY seconds: mitmproxy hands every
+        record to every addon (about a quarter of a millisecond here, more than rewriting a
+        response costs), a line within a record costs next to nothing."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not in an event loop (a script, a test): at once
+            logger.info(line)
+            return
+        if not self._pending_lines:
+            loop.call_later(LOG_EVERY, self._flush_lines)
+        self._pending_lines.append(line)
+
+    def _flush_lines(self) -> None:
+        lines, self._pending_lines = self._pending_lines, []
+        if lines:
+            logger.info("\n".join(lines))
 
 
 _DEFAULT_HOST_RULES = scope.parse_assignments(rules.DEFAULT_HOST_RULES, rules.RULE_SETS)
-
-
-def _record(flow: http.HTTPFlow) -> dict[str, Any]:
-    record: dict[str, Any] = flow.metadata.setdefault("toolid", {})
-    record.setdefault("observe", ctx.options.toolid_mode == "observe")
-    return record
 
 
 def _streaming_requested(content: bytes, document: Any = None) -> bool:

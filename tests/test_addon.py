@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import logging
@@ -13,7 +14,7 @@ from mitmproxy import exceptions
 from mitmproxy.addons import next_layer
 from mitmproxy.test import taddons, tflow
 
-from addons.toolid_addon import MARK_CHANGED, MARK_PROBLEM, MAX_RECORDS, ToolId
+from addons.toolid_addon import LOG_EVERY, MARK_CHANGED, MARK_PROBLEM, MAX_RECORDS, ToolId
 from toolid import body as body_module
 from toolid import encode
 
@@ -665,3 +666,49 @@ def test_which_rule_set_a_host_gets(addon, settings, host, expected):
     toolid.request(flow)
     actions = {r["action"] for r in flow.metadata.get("toolid", {}).get("request", [])}
     assert actions == ({expected} if expected else set())
+
+
+# --- the change log lines --------------------------------------------------------------------
+
+
+def _change_records(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if " encoded (" in r.getMessage()]
+
+
+def test_change_lines_are_logged_together_in_the_event_loop(addon, caplog):
+    """mitmproxy hands every log record to every addon: a line per flow, written one record
+    per flow, would cost more than the rewriting. In the event loop they share a record."""
+    toolid, _ = addon
+
+    async def two_flows() -> None:
+        for _ in range(2):
+            toolid.response(response_flow(chat_response()))
+        assert _change_records(caplog) == []  # not yet
+        await asyncio.sleep(LOG_EVERY * 2)
+
+    with caplog.at_level(logging.INFO):
+        asyncio.run(two_flows())
+    (record,) = _change_records(caplog)
+    lines = record.splitlines()
+    assert len(lines) == 2
+    assert all(line.startswith(f"toolid: 1 encoded ({RAW} -> {CLIENT}) [") for line in lines)
+
+
+def test_pending_change_lines_are_logged_when_the_addon_is_done(addon, caplog):
+    toolid, _ = addon
+
+    async def one_flow() -> None:
+        toolid.response(response_flow(chat_response()))
+
+    with caplog.at_level(logging.INFO):
+        asyncio.run(one_flow())
+        assert _change_records(caplog) == []
+        toolid.done()
+    assert len(_change_records(caplog)) == 1
+
+
+def test_change_lines_outside_an_event_loop_are_logged_at_once(addon, caplog):
+    toolid, _ = addon
+    with caplog.at_level(logging.INFO):
+        toolid.response(response_flow(chat_response()))
+    assert len(_change_records(caplog)) == 1

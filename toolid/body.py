@@ -444,9 +444,9 @@ def _strings(document: bytes, wanted: dict[bytes, int]) -> list[tuple[bytes, int
     value, or one search in all for the start they share (``"functions.``, ``"call_``), which
     every one of their literals begins with."""
     literals = [(value, b'"' + value + b'"') for value in wanted]
-    shared = _shared_start([literal for _, literal in literals])
+    shared = _shared_start([literal for _, literal in literals]) if len(literals) > 1 else b""
     spans = []
-    if len(literals) > 1 and len(shared) >= _SHARED_AT_LEAST:
+    if len(shared) >= _SHARED_AT_LEAST:
         at = document.find(shared)
         while at >= 0:
             for value, literal in literals:

@@ -70,8 +70,12 @@ def encode(raw: str, profile: Profile = "safe", occurrence: int = 1) -> str:
     return f"{PREFIXES[profile]}{_payload(raw)}{TAG}{occurrence}"
 
 
+# The same, as a str.translate table over the bytes read as Latin-1 (one C call per id).
+_SPELL: Final[dict[int, str]] = dict(enumerate(_SPELLING))
+
+
 def _payload(raw: str) -> str:
-    return "".join([_SPELLING[b] for b in raw.encode("utf-8", "surrogatepass")])
+    return raw.encode("utf-8", "surrogatepass").decode("latin-1").translate(_SPELL)
 
 
 def profile_of(client_id: str) -> Profile | None:

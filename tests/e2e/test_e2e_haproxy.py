@@ -54,7 +54,9 @@ LAYOUTS: list[Layout] = ["reverse", "proxy"]
 BACKEND: dict[Layout, str] = {"reverse": "toolid_reverse", "proxy": "toolid_proxy"}
 PROCESSES = 3
 RAW_ID = "functions.get_weather:0"
-_TOOLID_LINE = re.compile(r"^\[[\d:.]+\] toolid: \d+ (encoded|restored) .*\[POST \S+/s/(\w+)/")
+# One change line per flow; the lines of a quarter second share one log record, so only
+# the first of them carries the timestamp.
+_TOOLID_LINE = re.compile(r"^(?:\[[\d:.]+\] )?toolid: \d+ (encoded|restored) .*\[POST \S+/s/(\w+)/")
 
 
 class Served(NamedTuple):
