@@ -165,12 +165,15 @@ def test_compressed_response_is_rewritten_and_recompressed(addon):
     assert CLIENT.encode() in gzip.decompress(flow.response.raw_content)
 
 
-def test_request_to_streaming_api_asks_for_identity(addon):
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("tool_id", [CLIENT, "call_0"], ids=["read-for-ids", "byte-search"])
+def test_request_to_streaming_api_asks_for_identity(addon, stream, tool_id):
+    """Read off the parsed request when it was parsed for its ids, else by a byte search."""
     toolid, _ = addon
-    flow = request_flow(chat_request(stream=True))
+    flow = request_flow(chat_request(tool_id, stream=stream))
     flow.request.headers["accept-encoding"] = "gzip, br"
     toolid.request(flow)
-    assert flow.request.headers["accept-encoding"] == "identity"
+    assert flow.request.headers["accept-encoding"] == ("identity" if stream else "gzip, br")
 
 
 # --- scope, strict hosts, profile, observe mode ---------------------------------------------
@@ -666,6 +669,22 @@ def test_which_rule_set_a_host_gets(addon, settings, host, expected):
     toolid.request(flow)
     actions = {r["action"] for r in flow.metadata.get("toolid", {}).get("request", [])}
     assert actions == ({expected} if expected else set())
+
+
+def test_a_hosts_rule_set_follows_the_options(addon):
+    """Rule sets are looked up once per upstream, and again after the options change."""
+    toolid, tctx = addon
+    before = request_flow(MISTRAL_HISTORY)
+    toolid.request(before)
+    assert before.request.content == MISTRAL_HISTORY
+    tctx.configure(toolid, toolid_host_rules=["127.0.0.1=mistral"])
+    mapped = request_flow(MISTRAL_HISTORY)
+    toolid.request(mapped)
+    assert {r["action"] for r in mapped.metadata["toolid"]["request"]} == {"mapped"}
+    tctx.configure(toolid, toolid_host_rules=[], toolid_strict_hosts=["127.0.0.1"])
+    safe = request_flow(MISTRAL_HISTORY)
+    toolid.request(safe)
+    assert safe.request.content == MISTRAL_HISTORY
 
 
 # --- the change log lines --------------------------------------------------------------------
