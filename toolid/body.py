@@ -237,20 +237,21 @@ def _changes(
     changes: list[Change] = []
     targets = _Targets()
     add = targets.add
+    make = tuple.__new__  # Change(...) without NamedTuple's Python-level __new__ (per id)
     if calls is not None:  # encode: calls in order (by number), then what refers to them
         if len(found_ids) > 1:
             found_ids = sorted(found_ids, key=_calls_first)
         for found in found_ids:
             client = calls.client_id(found)
             if client != found.value:
-                changes.append(Change(found.path, found.value, client, "encoded"))
+                changes.append(make(Change, (found.path, found.value, client, "encoded", "", "")))
                 add(found.holder, found.key, found.value, client)
         return tuple(changes), targets
     if policy.rules is None:  # restore every encoded id
         decode = codec.decode
         for found in found_ids:
             if (raw := decode(found.value)) != found.value:
-                changes.append(Change(found.path, raw, found.value, "restored"))
+                changes.append(make(Change, (found.path, raw, found.value, "restored", "", "")))
                 add(found.holder, found.key, found.value, raw)
         targets.client_ids = True  # only ids decode changes: encode made them
         return tuple(changes), targets
@@ -384,8 +385,8 @@ def _locate_plainly(document: bytes, targets: _Targets) -> tuple[Edit, ...] | No
     literals = {value.encode("ascii"): _literal(new) for value, new in news.items()}
     if not client_ids:
         spans.sort(key=_start)
-    edit = tuple.__new__  # Edit(...) without NamedTuple's Python-level __new__: a thousand
-    return tuple(edit(Edit, (at, at + len(v) + 2, literals[v])) for v, at in spans)
+    make = tuple.__new__  # Edit(...) without NamedTuple's Python-level __new__ (per id)
+    return tuple(make(Edit, (at, at + len(v) + 2, literals[v])) for v, at in spans)
 
 
 _PLAIN_ID: Final = re.compile(r"[ !#-.0-\[\]-~]+")  # printable ASCII but " / \
@@ -423,7 +424,7 @@ def _client_id_strings(document: bytes, wanted: dict[bytes, int]) -> list[tuple[
     find = document.find
     at = find(b"tid1_")
     while at >= 0:
-        start = at - 1 if document[at - 1 : at] == b'"' else at - 6  # "tid1_ or "call_tid1_
+        start = at - 1 if document[at - 1] == 0x22 else at - 6  # "tid1_ or "call_tid1_
         end = find(b'"', at + 5)
         if end < 0:
             break

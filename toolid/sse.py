@@ -39,9 +39,7 @@ class EventFramer:
         """Add ``data``; return every event it completes, in order."""
         return [event for event, _ in self.feed_marked(data, None)]
 
-    def feed_marked(
-        self, data: bytes, markers: Markers | None
-    ) -> list[tuple[bytes, bool]]:
+    def feed_marked(self, data: bytes, markers: Markers | None) -> list[tuple[bytes, bool]]:
         """Like ``feed``, for a caller that only needs the events in which ``markers`` finds
         something: a run of whole events in which it finds nothing comes back joined, as
         ``(run, True)``; every other event alone, as ``(event, False)``.
@@ -150,9 +148,7 @@ def data_lines(event: bytes, stream_start: bool = False) -> list[Field]:
     return fields
 
 
-def _runs(
-    data: bytes, start: int, markers: Markers, pieces: list[tuple[bytes, bool]]
-) -> int:
+def _runs(data: bytes, start: int, markers: Markers, pieces: list[tuple[bytes, bool]]) -> int:
     """Cut ``data`` from ``start`` (an event's first byte) into runs of whole events without
     a marker and the events with one, appended to ``pieces``; return where the rest, not
     cut, begins. Only where every line ending is LF, or every one is CRLF (else cut nothing).
