@@ -49,6 +49,7 @@ class StreamRewriter:
         self.api = api
         self._markers = body.id_markers(api, Doc.EVENT)
         self.policy = policy
+        self._encoding = policy.direction is Direction.ENCODE
         self.calls = calls or CallIds(policy.profile)
         self.max_event_bytes = max_event_bytes
         self.changes: list[Change] = []
@@ -136,6 +137,12 @@ class StreamRewriter:
             return event
         if len(event) > self.max_event_bytes:
             self._report_oversized()
+            return event
+        if (
+            self._encoding
+            and not body.may_hold_ids(event, self._markers)
+            and event.count(b"data") < 2
+        ):  # no marker, no id position (unless split over data lines): as ``plan`` would find
             return event
         fields = data_lines(event, stream_start=at_start)
         if not fields:
