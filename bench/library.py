@@ -268,7 +268,7 @@ def _orjson() -> ModuleType | None:
 def json_parser() -> str:
     """Which JSON parser toolid uses: "orjson <version>" or "json (standard library)"."""
     try:
-        accelerated = importlib.import_module("toolid.jsonparse").ACCELERATED
+        accelerated = importlib.import_module("toolid.jsonparse").accelerated()
     except (ImportError, AttributeError):
         accelerated = False
     fast = _orjson()

@@ -47,6 +47,7 @@ from typing import Any
 
 from bench import client, library, workloads
 from bench.proxy import REPO_ROOT, Mitmdump, Upstream
+from toolid import jsonparse
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -894,6 +895,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument(
+        "--no-orjson",
+        action="store_true",
+        help="toolid without its orjson accelerator (TOOLID_JSON=stdlib), in the library and in "
+        "the proxies: what a machine without the fast extra gets",
+    )
+    parser.add_argument(
         "--only", metavar="PARTS", help="comma-separated subset of proxy,library,memory"
     )
     parser.add_argument("--repeats", type=int, help="proxy repeats (default 7; quick 1)")
@@ -918,6 +925,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"bench: unknown part(s) {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
+    if args.no_orjson:  # the proxies inherit it; this process switches now
+        os.environ["TOOLID_JSON"] = "stdlib"
+        jsonparse.orjson = None
     started = time.monotonic()
     meta = _meta(settings)
 

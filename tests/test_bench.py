@@ -131,3 +131,17 @@ def test_every_target_is_judged(report: dict[str, Any]) -> None:
     ]
     judged = {target["case"] for target in targets}
     assert "memory.sse" in judged
+
+
+def test_without_orjson_the_library_parses_with_the_standard_library() -> None:
+    """``--no-orjson`` measures what a machine without the fast extra gets."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only", "library", "--no-orjson"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "(JSON: json (standard library))" in done.stdout

@@ -4,6 +4,9 @@ otherwise, with the same result for every input; what orjson refuses goes to the
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -42,6 +45,18 @@ def both(document: bytes) -> tuple[Any, Any]:
 
 def test_the_accelerator_is_installed_in_the_dev_venv() -> None:
     assert jsonparse.ACCELERATED, "the dev extra installs orjson: the suite tests both ways"
+    assert jsonparse.accelerated()
+    with stdlib_only():
+        assert not jsonparse.accelerated()
+
+
+def test_the_environment_can_turn_the_accelerator_off() -> None:
+    probe = "from toolid import jsonparse; print(jsonparse.accelerated(), jsonparse.ACCELERATED)"
+    env = {**os.environ, "TOOLID_JSON": "stdlib"}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["False", "False"]
 
 
 @pytest.mark.parametrize(

@@ -160,7 +160,7 @@ def may_change(
         return b"tid1_" in document
     if not may_hold_ids(document, prefilter.markers):
         return False
-    if jsonparse.ACCELERATED and len(document) > _SCAN_AT_MOST:
+    if jsonparse.accelerated() and len(document) > _SCAN_AT_MOST:
         return True  # orjson parses a large document faster than the regexes below scan it
     if prefilter.suspect.search(document) is not None:
         return True

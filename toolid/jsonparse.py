@@ -6,13 +6,15 @@ is all toolid reads (ids, ``type`` members, the shape), and toolid only ever com
 by the same parser. What orjson refuses and the standard library reads (NaN and Infinity, floats
 out of range, lone surrogates, a byte order mark, very deep nesting, raw surrogate bytes) goes to
 the standard library; errors always come from the standard library. One difference remains:
-orjson reads integers beyond 64 bits as floats.
+orjson reads integers beyond 64 bits as floats. ``TOOLID_JSON=stdlib`` in the environment turns
+orjson off (to compare, or to rule it out).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
 from types import ModuleType
 from typing import Any
 
@@ -24,8 +26,13 @@ def _orjson() -> ModuleType | None:
         return None
 
 
-orjson = _orjson()
+orjson = None if os.environ.get("TOOLID_JSON") == "stdlib" else _orjson()
 ACCELERATED = orjson is not None  # for the benchmark report
+
+
+def accelerated() -> bool:
+    """Whether documents are parsed with orjson (now: tests may switch it off)."""
+    return orjson is not None
 
 
 def loads(document: bytes | str) -> Any:
