@@ -20,7 +20,7 @@ import enum
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 
 class Api(enum.StrEnum):
@@ -238,8 +238,7 @@ def positions(api: Api, doc: Doc) -> tuple[Position, ...]:
 type Call = tuple[int, ...]  # the number of the tool call an id belongs to (see module doc)
 
 
-@dataclass(slots=True)
-class Found:
+class Found(NamedTuple):
     """One id found in a parsed document: the object holding it, where, and its call."""
 
     holder: dict[str, Any]
@@ -307,10 +306,13 @@ def _walker(branches: list[_Branch]) -> _Visit:
 
 
 def _leaf(key: str, role: Role, slot: int) -> _Visit:
+    make = tuple.__new__
+
     def visit(node: Any, path: str, call: Call, found: list[list[Found]]) -> None:
         if isinstance(node, dict) and type(value := node.get(key)) is str:
             where = f"{path}.{key}" if path else key
-            found[slot].append(Found(node, key, value, where, role, call))
+            # Found(...) without NamedTuple's Python-level __new__: once per id
+            found[slot].append(make(Found, (node, key, value, where, role, call)))
 
     return visit
 
@@ -330,10 +332,16 @@ def _elements_visitor(
     numbered by its own ``index`` member, else by its position. ``members``: when every step
     after this one is a member, their names; elements with none of them go no further."""
 
+    only = next(iter(members)) if members is not None and len(members) == 1 else None
+    bare = members is None and types is None  # elements that are not objects go on too
+
     def admits(element: Any) -> bool:
         if not isinstance(element, dict):
-            return members is None and types is None
-        if members is not None and members.isdisjoint(element):
+            return bare
+        if only is not None:
+            if only not in element:
+                return False
+        elif members is not None and members.isdisjoint(element):
             return False
         if types is None:
             return True
@@ -343,10 +351,23 @@ def _elements_visitor(
     def visit(node: Any, path: str, call: Call, found: list[list[Found]]) -> None:
         if isinstance(node, list):
             for index, element in enumerate(node):
-                if admits(element):
-                    number = element.get("index") if isinstance(element, dict) else None
+                if isinstance(element, dict):  # admits(element), inline: once per element
+                    if only is not None:
+                        if only not in element:
+                            continue
+                    elif members is not None and members.isdisjoint(element):
+                        continue
+                    if types is not None:
+                        kind = element.get("type")
+                        if not isinstance(kind, str) or kind not in types:
+                            continue
+                    number = element.get("index")
                     number = number if type(number) is int else index
-                    then(element, f"{path}[{index}]", (*call, number), found)
+                elif bare:
+                    number = index
+                else:
+                    continue
+                then(element, f"{path}[{index}]", (*call, number), found)
         elif admits(node):
             then(node, path, call, found)
 
