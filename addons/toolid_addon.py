@@ -73,8 +73,6 @@ class ToolId:
         self.strict_hosts: tuple[scope.HostPattern, ...] = ()
         self.view = ToolIdView()
         self._allow_hosts_set: list[str] = []  # the allow_hosts value toolid put in place
-        # The ids each in-flight flow's request history defines, for its response's
-        # occurrence tags: per flow, gone with the flow (the proxy keeps no state across).
         # Options read on every flow, kept as attributes (an option lookup is not free).
         self.profile: Profile = "safe"
         self.observe = False
@@ -83,6 +81,8 @@ class ToolId:
         self._rules_of_host: dict[tuple[str, int], rules.RuleSet | None] = {}
         # Change lines waiting to be logged together (see _log_change).
         self._pending_lines: list[str] = []
+        # The ids each in-flight flow's request history defines, for its response's
+        # occurrence tags: per flow, gone with the flow (the proxy keeps no state across).
         self._taken: weakref.WeakKeyDictionary[http.HTTPFlow, Taken] = (
             weakref.WeakKeyDictionary()
         )

@@ -11,7 +11,8 @@ position has a role: it *defines* a tool call (the call's own id) or *refers* to
 result, an event about a call). Each id found in a response or event also carries the
 number of the call it belongs to (choice and tool-call index, Responses output_index,
 Messages content-block index), so every mention of one call can get one client id.
-This module is data plus the small walker that reads it; it knows nothing of bytes.
+This module is data plus the walker that reads it (the table compiled once into a tree
+of small functions); it knows nothing of bytes.
 """
 
 from __future__ import annotations

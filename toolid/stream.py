@@ -49,7 +49,7 @@ class StreamRewriter:
         self.api = api
         self._markers = body.id_markers(api, Doc.EVENT)
         self.policy = policy
-        self._encoding = policy.direction is Direction.ENCODE
+        self._encodes = policy.direction is Direction.ENCODE  # ids made safe, not restored
         self.calls = calls or CallIds(policy.profile)
         self.max_event_bytes = max_event_bytes
         self.changes: list[Change] = []
@@ -139,7 +139,7 @@ class StreamRewriter:
             self._report_oversized()
             return event
         if (
-            self._encoding
+            self._encodes
             and not body.may_hold_ids(event, self._markers)
             and event.count(b"data") < 2
         ):  # no marker, no id position (unless split over data lines): as ``plan`` would find
