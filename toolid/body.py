@@ -397,12 +397,12 @@ def _locate_one(document: bytes, value: str, new: str) -> tuple[Edit, ...] | Non
     """``_locate_plainly`` for one position: the one plain string equal to its value."""
     if not _PLAIN_ID.fullmatch(value) or _may_spell_otherwise(document):
         return None
-    literal = b'"' + value.encode("ascii") + b'"'
-    spans = _strings(document, {literal[1:-1]: 1})
+    spelled = value.encode("ascii")
+    spans = _strings(document, {spelled: 1})
     if len(spans) != 1:
         return None
     at = spans[0][1]
-    return (Edit(at, at + len(literal), _literal(new)),)
+    return (Edit(at, at + len(spelled) + 2, _literal(new)),)
 
 
 def _may_spell_otherwise(document: bytes) -> bool:

@@ -31,11 +31,12 @@ _PAYLOAD = re.compile(r"(?:[A-Za-z0-9_]|-[0-9A-F]{2})*")
 _TAGGED = re.compile(r"((?:[A-Za-z0-9_]|-[0-9A-F]{2})*)-_([2-9]|[1-9][0-9]+)")
 TAG: Final = "-_"
 
-# byte value -> its spelling in a payload
-_SPELLING: Final[tuple[str, ...]] = tuple(
-    chr(b) if (chr(b).isascii() and (chr(b).isalnum() or b == ord("_"))) else f"-{b:02X}"
+# byte value -> its spelling in a payload: a str.translate table for the id's UTF-8 bytes read
+# as Latin-1 (one C call per id)
+_SPELLING: Final[dict[int, str]] = {
+    b: chr(b) if (chr(b).isascii() and (chr(b).isalnum() or b == ord("_"))) else f"-{b:02X}"
     for b in range(256)
-)
+}
 
 
 def has_shape(value: str, profile: Profile = "safe") -> bool:
@@ -70,12 +71,8 @@ def encode(raw: str, profile: Profile = "safe", occurrence: int = 1) -> str:
     return f"{PREFIXES[profile]}{_payload(raw)}{TAG}{occurrence}"
 
 
-# The same, as a str.translate table over the bytes read as Latin-1 (one C call per id).
-_SPELL: Final[dict[int, str]] = dict(enumerate(_SPELLING))
-
-
 def _payload(raw: str) -> str:
-    return raw.encode("utf-8", "surrogatepass").decode("latin-1").translate(_SPELL)
+    return raw.encode("utf-8", "surrogatepass").decode("latin-1").translate(_SPELLING)
 
 
 def profile_of(client_id: str) -> Profile | None:

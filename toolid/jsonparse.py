@@ -27,7 +27,6 @@ def _orjson() -> ModuleType | None:
 
 
 orjson = None if os.environ.get("TOOLID_JSON") == "stdlib" else _orjson()
-ACCELERATED = orjson is not None  # for the benchmark report
 
 
 def accelerated() -> bool:

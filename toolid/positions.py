@@ -352,22 +352,10 @@ def _elements_visitor(
     def visit(node: Any, path: str, call: Call, found: list[list[Found]]) -> None:
         if isinstance(node, list):
             for index, element in enumerate(node):
-                if isinstance(element, dict):  # admits(element), inline: once per element
-                    if only is not None:
-                        if only not in element:
-                            continue
-                    elif members is not None and members.isdisjoint(element):
-                        continue
-                    if types is not None:
-                        kind = element.get("type")
-                        if not isinstance(kind, str) or kind not in types:
-                            continue
-                    number = element.get("index")
-                    number = number if type(number) is int else index
-                elif bare:
-                    number = index
-                else:
+                if not admits(element):
                     continue
+                number = element.get("index") if isinstance(element, dict) else None
+                number = number if type(number) is int else index
                 then(element, f"{path}[{index}]", (*call, number), found)
         elif admits(node):
             then(node, path, call, found)

@@ -147,10 +147,7 @@ class StreamRewriter:
         fields = data_lines(event, stream_start=at_start)
         if not fields:
             return event
-        if len(fields) == 1:  # the common case: the document is a slice of the event
-            document = event[fields[0].start : fields[0].end]
-        else:
-            document = b"\n".join(event[field.start : field.end] for field in fields)
+        document = b"\n".join(event[field.start : field.end] for field in fields)
         try:
             plan = body.plan(document, self.api, Doc.EVENT, self.policy, self.calls)
         except RewriteError as exc:
@@ -161,7 +158,7 @@ class StreamRewriter:
         self.changes.extend(plan.changes)
         if not plan.edits:
             return event
-        if len(fields) == 1:
+        if len(fields) == 1:  # the common case: no line to find for each edit
             shift = fields[0].start
             return body.apply(
                 event, [Edit(e.start + shift, e.end + shift, e.text) for e in plan.edits]
