@@ -419,7 +419,7 @@ class ToolId:
         record = self._record(flow)
         records = record.setdefault(side, [])
         room = max(0, MAX_RECORDS - len(records))
-        records.extend(report.as_record(change) for change in changes[:room])
+        records.extend(report.as_records(changes[:room]))
         if len(changes) > room:
             record[f"{side}_omitted"] = record.get(f"{side}_omitted", 0) + len(changes) - room
         if not flow.marked and any(change.action != "kept" for change in changes):

@@ -1034,3 +1034,19 @@ def test_order_within_one_position_follows_the_document() -> None:
     document = {"content": [{"type": "tool_use", "id": f"t:{i}"} for i in range(20)]}
     values = [f.value for f in find_ids(document, Api.MESSAGES, Doc.RESPONSE)]
     assert values == [f"t:{i}" for i in range(20)]
+
+
+def test_ids_in_a_response_carry_their_call_number_in_a_request_none() -> None:
+    """Responses and events number each call (choice, tool-call index); a request's history
+    does not: nothing there is told apart by call (its walker does no numbering)."""
+    calls = [chat_tool_call("a"), {**chat_tool_call("b"), "index": 5}]
+    response = {"choices": [{"index": 0, "message": {"tool_calls": calls}}]}
+    found = find_ids(response, Api.CHAT, Doc.RESPONSE)
+    assert [(f.value, f.call) for f in found] == [("a", (0, 0)), ("b", (0, 5))]
+    request = {"messages": [{"role": "assistant", "tool_calls": calls}, {"tool_call_id": "a"}]}
+    found = find_ids(request, Api.CHAT, Doc.REQUEST)
+    assert [(f.value, f.path, f.call) for f in found] == [
+        ("a", "messages[0].tool_calls[0].id", ()),
+        ("b", "messages[0].tool_calls[1].id", ()),
+        ("a", "messages[1].tool_call_id", ()),
+    ]

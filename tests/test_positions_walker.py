@@ -1,7 +1,8 @@
-"""The compiled walker (``find_ids``: the table's positions compiled into one tree of visitor
-functions) finds exactly what a plain step-by-step reading of the notation finds, in the same
-order, on random documents made of the table's own vocabulary (member names, ``type`` values,
-``index`` members, arrays or single objects where arrays are expected)."""
+"""The compiled walker (``find_ids``: the table's positions compiled into one generated
+function per API and kind of document) finds exactly what a plain step-by-step reading of the
+notation finds, in the same order, on random documents made of the table's own vocabulary
+(member names, ``type`` values, ``index`` members, arrays or single objects where arrays are
+expected)."""
 
 from __future__ import annotations
 
@@ -57,11 +58,11 @@ def reference(document: Any, api: Api, doc: Doc) -> list[Found]:
             ((n,) for name in _EVENT_CALL_NUMBERS if type(n := document.get(name)) is int), ()
         )
     for position in _COMPILED[(api, doc)]:
-        _walk(document, root, position, found)
+        _walk(document, root, position, doc, found)
     return found
 
 
-def _walk(document: Any, root: Call, position: Position, found: list[Found]) -> None:
+def _walk(document: Any, root: Call, position: Position, doc: Doc, found: list[Found]) -> None:
     frontier: list[tuple[Any, str, Call]] = [(document, "", root)]
     steps = position.steps
     for i, step in enumerate(steps[:-1]):
@@ -84,7 +85,9 @@ def _walk(document: Any, root: Call, position: Position, found: list[Found]) -> 
                         if _admits(step, element):
                             number = element.get("index") if isinstance(element, dict) else None
                             number = number if type(number) is int else index
-                            reached.append((element, f"{path}[{index}]", (*call, number)))
+                            # A request's calls are not numbered.
+                            numbered = call if doc is Doc.REQUEST else (*call, number)
+                            reached.append((element, f"{path}[{index}]", numbered))
                 elif isinstance(node, dict) and _admits(step, node):
                     reached.append((node, path, call))
         frontier = reached

@@ -23,7 +23,7 @@ import functools
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple
 
@@ -84,11 +84,11 @@ class Edit(NamedTuple):
     text: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen one costs five times as much to build (per event)
 class Plan:
     """What rewriting one document would do. When it had to read the document, also the
     parsed document and every id at the table's positions in it (``find_ids``), so that a
-    caller needing either never parses or walks the same bytes again."""
+    caller needing either never parses or walks the same bytes again. Treat it as read-only."""
 
     api: Api | None
     edits: tuple[Edit, ...] = ()
@@ -122,12 +122,13 @@ def apply(document: bytes, edits: Sequence[Edit]) -> bytes:
     if not edits:
         return document
     parts: list[bytes] = []
+    append = parts.append
     at = 0
-    for edit in edits:
-        parts.append(document[at : edit.start])
-        parts.append(edit.text)
-        at = edit.end
-    parts.append(document[at:])
+    for start, end, text in edits:
+        append(document[at:start])
+        append(text)
+        at = end
+    append(document[at:])
     return b"".join(parts)
 
 
@@ -190,7 +191,7 @@ def plan(
     if not may_change(document, api, doc, policy, calls):
         return NOTHING
     try:
-        parsed = _parse(document)
+        parsed, strict_utf8 = jsonparse.loads_checked(document)
     except (ValueError, RecursionError) as exc:
         if api is None:
             return NOTHING  # not ours to judge: no API, and not JSON
@@ -203,7 +204,7 @@ def plan(
     changes, targets = _changes(found_ids, api, policy, calls)
     if not targets.members:
         return Plan(api, (), changes, parsed, tuple(found_ids))
-    edits = _locate_plainly(document, targets)
+    edits = _locate_plainly(document, targets, surrogates=not strict_utf8)
     if edits is None:
         edits, proven = _locate(document, parsed, targets)
         if not proven:
@@ -346,25 +347,27 @@ _RAW_SURROGATE: Final = re.compile(rb"\xed[\xa0-\xbf]")
 _CLIENT_PREFIXES: Final = tuple(codec.PREFIXES.values())
 
 
-def _locate_plainly(document: bytes, targets: _Targets) -> tuple[Edit, ...] | None:
+def _locate_plainly(
+    document: bytes, targets: _Targets, *, surrogates: bool = True
+) -> tuple[Edit, ...] | None:
     """The edits, proved by counting plain strings, or None (then ``_locate``).
 
     For ids of printable ASCII (every client id; most raw ids), where the document has no
     escape that could spell such a character, every JSON string equal to an id is spelled
     plainly, ``"id"``: found with byte searches, far faster than a regex over every quote.
-    When the strings equal to each target id are exactly as many as the positions holding
-    it, they are those positions. Client ids share one search for their ``tid1_`` prefix;
-    other ids get one search each, so only a few are done this way. Documents with raw
-    surrogate bytes go the general way (which refuses literals it cannot read).
+    Each position holding an id is one such string, so there are at least as many strings
+    as positions for every id; when there are exactly as many in all, they are the positions.
+    Client ids share one search for their ``tid1_`` prefix; other ids get one search each, so
+    only a few are done this way. Documents with raw surrogate bytes go the general way
+    (which refuses literals it cannot read); ``surrogates=False``: the document has none
+    (orjson read it).
     """
     if len(targets.members) == 1:  # the common case in a streamed event
-        return _locate_one(document, *targets.members[0][2:])
+        return _locate_one(document, *targets.members[0][2:], surrogates=surrogates)
     news: dict[str, str] = {}  # old value -> its one new value
-    wanted: dict[str, int] = {}  # old value -> the number of positions holding it
     for _, _, value, new in targets.members:
         if news.setdefault(value, new) != new:
             return None  # one id, several new values: two calls share it (occurrence tags)
-        wanted[value] = wanted.get(value, 0) + 1
     client_ids = targets.client_ids  # spelled [A-Za-z0-9_-], with a prefix holding tid1_
     if not client_ids:
         for value in news:
@@ -373,43 +376,53 @@ def _locate_plainly(document: bytes, targets: _Targets) -> tuple[Edit, ...] | No
         client_ids = all(value.startswith(_CLIENT_PREFIXES) for value in news)
     if not client_ids and len(news) > _PLAIN_SEARCHES:
         return None
-    if _may_spell_otherwise(document):
-        return None
-    spelled = {value.encode("ascii"): count for value, count in wanted.items()}
-    spans = _client_id_strings(document, spelled) if client_ids else _strings(document, spelled)
-    counted: dict[bytes, int] = {}
-    for spelling, _ in spans:
-        counted[spelling] = counted.get(spelling, 0) + 1
-    if counted != spelled:
+    if _may_spell_otherwise(document, surrogates):
         return None
     literals = {value.encode("ascii"): _literal(new) for value, new in news.items()}
-    if not client_ids:
+    if client_ids:
+        edits = _client_id_edits(document, literals)
+    else:
+        spans = _strings(document, literals)
         spans.sort(key=_start)
-    make = tuple.__new__  # Edit(...) without NamedTuple's Python-level __new__ (per id)
-    return tuple(make(Edit, (at, at + len(v) + 2, literals[v])) for v, at in spans)
+        make = tuple.__new__  # Edit(...) without NamedTuple's Python-level __new__ (per id)
+        edits = [make(Edit, (at, at + len(v) + 2, literals[v])) for v, at in spans]
+    return tuple(edits) if len(edits) == len(targets.members) else None
 
 
 _PLAIN_ID: Final = re.compile(r"[ !#-.0-\[\]-~]+")  # printable ASCII but " / \
 _PLAIN_SEARCHES: Final = 8  # most distinct non-client ids located with one search each
 
 
-def _locate_one(document: bytes, value: str, new: str) -> tuple[Edit, ...] | None:
+def _locate_one(
+    document: bytes, value: str, new: str, *, surrogates: bool
+) -> tuple[Edit, ...] | None:
     """``_locate_plainly`` for one position: the one plain string equal to its value."""
-    if not _PLAIN_ID.fullmatch(value) or _may_spell_otherwise(document):
+    if not _PLAIN_ID.fullmatch(value) or _may_spell_otherwise(document, surrogates):
         return None
-    spelled = value.encode("ascii")
-    spans = _strings(document, {spelled: 1})
-    if len(spans) != 1:
+    literal = b'"' + value.encode("ascii") + b'"'
+    found = [at for at in _occurrences(document, literal) if not _escaped(document, at)]
+    if len(found) != 1:
         return None
-    at = spans[0][1]
-    return (Edit(at, at + len(spelled) + 2, _literal(new)),)
+    at = found[0]
+    return (tuple.__new__(Edit, (at, at + len(literal), _literal(new))),)
 
 
-def _may_spell_otherwise(document: bytes) -> bool:
+def _occurrences(document: bytes, literal: bytes) -> Iterator[int]:
+    """Where ``literal`` (a string literal) begins in ``document``; the quote that ends one
+    may begin the next."""
+    find = document.find
+    at = find(literal)
+    while at >= 0:
+        yield at
+        at = find(literal, at + len(literal) - 1)
+
+
+def _may_spell_otherwise(document: bytes, surrogates: bool = True) -> bool:
     """Whether a string of printable ASCII may be spelled with escapes in ``document`` (then
-    byte searches for its plain spelling prove nothing), or it has raw surrogate bytes."""
+    byte searches for its plain spelling prove nothing), or it has raw surrogate bytes (not
+    looked for when ``surrogates`` is False: the caller knows it has none)."""
     return (b"\\u00" in document and _ASCII_ESCAPE.search(document) is not None) or (
-        b"\xed" in document and _RAW_SURROGATE.search(document) is not None
+        surrogates and b"\xed" in document and _RAW_SURROGATE.search(document) is not None
     )
 
 
@@ -417,30 +430,30 @@ def _start(span: tuple[bytes, int]) -> int:
     return span[1]
 
 
-def _client_id_strings(document: bytes, wanted: dict[bytes, int]) -> list[tuple[bytes, int]]:
-    """(value, opening quote) of every plainly spelled string in ``wanted`` that is a client id
-    (each begins with a prefix holding ``tid1_``), in document order."""
-    spans = []
-    find = document.find
+def _client_id_edits(document: bytes, literals: dict[bytes, bytes]) -> list[Edit]:
+    """An edit for every plainly spelled string that is a client id in ``literals`` (each
+    begins with a prefix holding ``tid1_``), to its new literal, in document order."""
+    edits: list[Edit] = []
+    append, find, make = edits.append, document.find, tuple.__new__
     at = find(b"tid1_")
     while at >= 0:
         start = at - 1 if document[at - 1] == 0x22 else at - 6  # "tid1_ or "call_tid1_
         end = find(b'"', at + 5)
         if end < 0:
             break
-        value = document[start + 1 : end]
-        opens = start >= 0 and document[start] == 0x22  # an unescaped quote opens it
+        new = literals.get(document[start + 1 : end])
         if (
-            value in wanted
-            and opens
+            new is not None
+            and start >= 0
+            and document[start] == 0x22  # an unescaped quote opens it
             and (document[start - 1] != 0x5C or not _escaped(document, start))
         ):
-            spans.append((value, start))
+            append(make(Edit, (start, end + 1, new)))
         at = find(b"tid1_", end)
-    return spans
+    return edits
 
 
-def _strings(document: bytes, wanted: dict[bytes, int]) -> list[tuple[bytes, int]]:
+def _strings(document: bytes, wanted: Iterable[bytes]) -> list[tuple[bytes, int]]:
     """(value, opening quote) of every plainly spelled string in ``wanted``: one search per
     value, or one search in all for the start they share (``"functions.``, ``"call_``), which
     every one of their literals begins with."""
@@ -457,11 +470,9 @@ def _strings(document: bytes, wanted: dict[bytes, int]) -> list[tuple[bytes, int
             at = document.find(shared, at + 1)
         return spans
     for value, literal in literals:
-        at = document.find(literal)
-        while at >= 0:
-            if not _escaped(document, at):
-                spans.append((value, at))
-            at = document.find(literal, at + len(literal) - 1)
+        spans.extend(
+            (value, at) for at in _occurrences(document, literal) if not _escaped(document, at)
+        )
     return spans
 
 

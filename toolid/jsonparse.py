@@ -39,9 +39,15 @@ def loads(document: bytes | str) -> Any:
 
     Raises ValueError (or RecursionError) as ``json.loads`` does.
     """
+    return loads_checked(document)[0]
+
+
+def loads_checked(document: bytes | str) -> tuple[Any, bool]:
+    """``loads``, and whether orjson read it: then the bytes are strict UTF-8, so they hold no
+    raw surrogate bytes (which only the standard library reads)."""
     if orjson is not None:
         try:
-            return orjson.loads(document)
+            return orjson.loads(document), True
         except orjson.JSONDecodeError:
             pass  # maybe something only the standard library reads: let it decide
-    return json.loads(document, parse_constant=str)
+    return json.loads(document, parse_constant=str), False

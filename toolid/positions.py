@@ -11,8 +11,8 @@ position has a role: it *defines* a tool call (the call's own id) or *refers* to
 result, an event about a call). Each id found in a response or event also carries the
 number of the call it belongs to (choice and tool-call index, Responses output_index,
 Messages content-block index), so every mention of one call can get one client id.
-This module is data plus the walker that reads it (the table compiled once into a tree
-of small functions); it knows nothing of bytes.
+This module is data plus the walker that reads it (the table compiled once into one
+generated function per API and kind of document); it knows nothing of bytes.
 """
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ class Found(NamedTuple):
     value: str
     path: str  # concrete, e.g. "choices[0].message.tool_calls[1].id"
     role: Role = DEFINES
-    call: Call = ()
+    call: Call = ()  # in a response or event; () in a request, whose calls are not numbered
 
 
 def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
@@ -263,109 +263,171 @@ def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
                 break
     walk, count = _WALKERS[(api, doc)]
     found: list[list[Found]] = [[] for _ in range(count)]
-    walk(document, "", root, found)
+    walk(document, root, found)
     return [one for each in found for one in each]
 
 
-# The positions of one table entry compiled into a tree of nested functions, one per step,
-# shared by the positions that begin with the same steps (so each node is visited once).
-# Each takes a node, its concrete path and call number, and one list of ids per position.
-# Built once from the table; far cheaper per node than interpreting the steps.
-type _Visit = Callable[[Any, str, Call, list[list[Found]]], None]
+# The positions of one API and kind of document compiled into the source of one function:
+# nested loops and tests with the table's member names and filters written in (as the
+# standard library's dataclasses do). Positions that begin with the same steps share them, so
+# each node is visited once, and a node costs a few bytecodes, not a function call (measured:
+# half the time of a tree of small functions). Generated once, at import, from the table;
+# ``walk.__doc__`` holds the source, for debugging.
+type _Walk = Callable[[Any, Call, list[list[Found]]], None]
 type _Branch = tuple[tuple[_Step, ...], int, Role]  # the steps left, the position's slot, role
 
 
-def _walker(branches: list[_Branch]) -> _Visit:
-    """One visitor for every branch at a node: leaves read their member, the others are
-    grouped by their next step and continue together."""
-    visitors: list[_Visit] = []
-    groups: dict[_Step, list[_Branch]] = {}
-    for steps, slot, role in branches:
-        if len(steps) == 1:
-            last = steps[0]
-            assert isinstance(last, _Key)
-            visitors.append(_leaf(last.name, role, slot))
-        else:
-            groups.setdefault(steps[0], []).append((steps[1:], slot, role))
-    for step, rest in groups.items():
-        then = _walker(rest)
-        if isinstance(step, _Key):
-            visitors.append(_member_visitor(step.name, then))
-        else:
-            members = {steps[0].name for steps, _, _ in rest if isinstance(steps[0], _Key)}
-            needs = frozenset(members) if len(members) == len(rest) else None
-            visitors.append(_elements_visitor(step.types, needs, then))
-    if len(visitors) == 1:
-        return visitors[0]
-    every = tuple(visitors)
+class _At(NamedTuple):
+    """Where the generated code stands: the variable holding the node, the node's concrete
+    path (literal parts and ``[{i3}]`` parts naming loop variables), the variables holding
+    the call numbers added on the way, the indentation, and whether the node is an object."""
 
-    def visit(node: Any, path: str, call: Call, found: list[list[Found]]) -> None:
-        for one in every:
-            one(node, path, call, found)
-
-    return visit
+    node: str
+    path: tuple[str, ...]
+    numbers: tuple[str, ...]
+    depth: int
+    is_dict: bool = False
 
 
-def _leaf(key: str, role: Role, slot: int) -> _Visit:
-    make = tuple.__new__
+class _WalkSource:
+    """The source of one walk function, and the constants it refers to."""
 
-    def visit(node: Any, path: str, call: Call, found: list[list[Found]]) -> None:
-        if isinstance(node, dict) and type(value := node.get(key)) is str:
-            where = f"{path}.{key}" if path else key
-            # Found(...) without NamedTuple's Python-level __new__: once per id
-            found[slot].append(make(Found, (node, key, value, where, role, call)))
+    def __init__(self, compiled: tuple[Position, ...], numbered: bool) -> None:
+        self.numbered = numbered  # whether elements add their call number (not in requests)
+        self.lines = ["def walk(node, call, found):"]
+        self.constants: dict[str, Any] = {"Found": Found, "make": tuple.__new__}
+        self._names = 0
+        self.visit(_At("node", (), (), 1), [(p.steps, n, p.role) for n, p in enumerate(compiled)])
+        self.emit(1, "return None")
 
-    return visit
+    def name(self, stem: str) -> str:
+        """A fresh variable name."""
+        self._names += 1
+        return f"{stem}{self._names}"
+
+    def constant(self, value: Any) -> str:
+        """The name under which the code sees ``value``."""
+        name = self.name("K")
+        self.constants[name] = value
+        return name
+
+    def emit(self, depth: int, line: str) -> None:
+        self.lines.append("    " * depth + line)
+
+    def visit(self, at: _At, branches: list[_Branch]) -> None:
+        """Code visiting the node ``at`` for every branch: leaves read their member, the others
+        are grouped by their next step and continue together."""
+        groups: dict[_Step, list[_Branch]] = {}
+        leaves: list[tuple[str, Role, int]] = []
+        for steps, slot, role in branches:
+            if len(steps) == 1:
+                last = steps[0]
+                assert isinstance(last, _Key)
+                leaves.append((last.name, role, slot))
+            else:
+                groups.setdefault(steps[0], []).append((steps[1:], slot, role))
+        members = [(step.name, rest) for step, rest in groups.items() if isinstance(step, _Key)]
+        if leaves or members:
+            depth = at.depth
+            if not at.is_dict:
+                self.emit(depth, f"if isinstance({at.node}, dict):")
+                depth += 1
+            for key, role, slot in leaves:
+                self.leaf(at, depth, key, role, slot)
+            for key, rest in members:
+                child = self.name("n")
+                self.emit(depth, f"{child} = {at.node}.get({key!r})")
+                self.emit(depth, f"if {child} is not None:")
+                where = (*at.path, f".{key}" if at.path else key)
+                self.visit(_At(child, where, at.numbers, depth + 1), rest)
+        for step, rest in groups.items():
+            if isinstance(step, _Each):
+                self.elements(at, step, rest)
+
+    def leaf(self, at: _At, depth: int, key: str, role: Role, slot: int) -> None:
+        """Code adding the id in member ``key`` of the object ``at``, if it is a string."""
+        value = self.name("v")
+        where = _path_expression((*at.path, f".{key}" if at.path else key))
+        call = f"(*call, {', '.join(at.numbers)})" if at.numbers else "call"
+        self.emit(depth, f"{value} = {at.node}.get({key!r})")
+        self.emit(depth, f"if type({value}) is str:")
+        self.emit(
+            depth + 1,
+            f"found[{slot}].append(make(Found, ({at.node}, {key!r}, {value}, {where}, "
+            f"{self.constant(role)}, {call})))",
+        )
+
+    def elements(self, at: _At, step: _Each, rest: list[_Branch]) -> None:
+        """``[]`` or ``[type=...]``: every element of an array (an object is its own one
+        element), numbered by its own ``index`` member, else by its position. When every step
+        after this one is a member, elements with none of those members go no further."""
+        names = {steps[0].name for steps, _, _ in rest if isinstance(steps[0], _Key)}
+        needs = frozenset(names) if len(names) == len(rest) else None
+        bare = needs is None and step.types is None  # elements that are not objects go on too
+        index, element, number = self.name("i"), self.name("e"), self.name("c")
+        self.emit(at.depth, f"if isinstance({at.node}, list):")
+        self.emit(at.depth + 1, f"for {index}, {element} in enumerate({at.node}):")
+        self.emit(at.depth + 2, f"if {self.admits(element, step.types, needs, bare)}:")
+        numbers = at.numbers
+        if self.numbered:
+            read = f"{element}.get('index')"
+            if bare:
+                read = f"{read} if isinstance({element}, dict) else None"
+            self.emit(at.depth + 3, f"{number} = {read}")
+            self.emit(at.depth + 3, f"{number} = {number} if type({number}) is int else {index}")
+            numbers = (*numbers, number)
+        where = (*at.path, "[{" + index + "}]")
+        self.visit(_At(element, where, numbers, at.depth + 3, not bare), rest)
+        self.emit(at.depth, "else:")  # an object: its own one element, no number added
+        self.emit(at.depth + 1, f"if {self.admits(at.node, step.types, needs, bare)}:")
+        self.visit(_At(at.node, at.path, at.numbers, at.depth + 2, not bare), rest)
+
+    def admits(
+        self, element: str, types: frozenset[str] | None, needs: frozenset[str] | None, bare: bool
+    ) -> str:
+        """The test an element passes to go on (see ``elements``)."""
+        tests = []
+        if needs is not None and len(needs) == 1:
+            tests.append(f"{next(iter(needs))!r} in {element}")
+        elif needs is not None:
+            tests.append(f"not {self.constant(needs)}.isdisjoint({element})")
+        if types is not None:
+            kind = self.name("t")
+            tests.append(
+                f"isinstance({kind} := {element}.get('type'), str) "
+                f"and {kind} in {self.constant(types)}"
+            )
+        if bare:  # then nothing is tested of objects either
+            return "True"
+        return " and ".join([f"isinstance({element}, dict)", *tests])
 
 
-def _member_visitor(name: str, then: _Visit) -> _Visit:
-    def visit(node: Any, path: str, call: Call, found: list[list[Found]]) -> None:
-        if isinstance(node, dict) and (child := node.get(name)) is not None:
-            then(child, f"{path}.{name}" if path else name, call, found)
-
-    return visit
-
-
-def _elements_visitor(
-    types: frozenset[str] | None, members: frozenset[str] | None, then: _Visit
-) -> _Visit:
-    """``[]`` or ``[type=...]``: every element of an array (an object is its own one element),
-    numbered by its own ``index`` member, else by its position. ``members``: when every step
-    after this one is a member, their names; elements with none of them go no further."""
-
-    only = next(iter(members)) if members is not None and len(members) == 1 else None
-    bare = members is None and types is None  # elements that are not objects go on too
-
-    def admits(element: Any) -> bool:
-        if not isinstance(element, dict):
-            return bare
-        if only is not None:
-            if only not in element:
-                return False
-        elif members is not None and members.isdisjoint(element):
-            return False
-        if types is None:
-            return True
-        kind = element.get("type")
-        return isinstance(kind, str) and kind in types
-
-    def visit(node: Any, path: str, call: Call, found: list[list[Found]]) -> None:
-        if isinstance(node, list):
-            for index, element in enumerate(node):
-                if not admits(element):
-                    continue
-                number = element.get("index") if isinstance(element, dict) else None
-                number = number if type(number) is int else index
-                then(element, f"{path}[{index}]", (*call, number), found)
-        elif admits(node):
-            then(node, path, call, found)
-
-    return visit
+def _path_expression(parts: tuple[str, ...]) -> str:
+    """A path made of literal parts and ``[{i3}]`` parts as an expression: a string literal,
+    or an f-string when it has indices."""
+    if not any(part.startswith("[{") for part in parts):
+        return repr("".join(parts))
+    escaped = (
+        part if part.startswith("[{") else part.replace("{", "{{").replace("}", "}}")
+        for part in parts
+    )
+    return "f" + repr("".join(escaped))
 
 
-_WALKERS: Final[dict[tuple[Api, Doc], tuple[_Visit, int]]] = {
-    key: (_walker([(p.steps, slot, p.role) for slot, p in enumerate(compiled)]), len(compiled))
-    for key, compiled in _COMPILED.items()
+def _compile_walk(compiled: tuple[Position, ...], numbered: bool) -> _Walk:
+    """One function finding every position of ``compiled`` (see ``_WalkSource``)."""
+    source = _WalkSource(compiled, numbered)
+    text = "\n".join(source.lines)
+    namespace = dict(source.constants)
+    exec(text, namespace)  # the source is generated from the table, nothing else
+    walk: _Walk = namespace["walk"]
+    walk.__doc__ = text
+    return walk
+
+
+_WALKERS: Final[dict[tuple[Api, Doc], tuple[_Walk, int]]] = {
+    (api, doc): (_compile_walk(compiled, doc is not Doc.REQUEST), len(compiled))
+    for (api, doc), compiled in _COMPILED.items()
 }
 
 

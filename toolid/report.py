@@ -70,6 +70,18 @@ def as_record(change: Change) -> dict[str, Any]:
     return record
 
 
+def as_records(changes: Iterable[Change]) -> list[dict[str, Any]]:
+    """``as_record`` of each change (a plain restore or encode, by far the most common, built
+    inline: a history restores a thousand ids per request)."""
+    tag = codec.TAG
+    return [
+        {"path": path, "raw": raw, "client": client, "action": action}
+        if not rules and tag not in client and action != "mapped"
+        else as_record(Change(path, raw, client, action, sent, rules))
+        for path, raw, client, action, sent, rules in changes
+    ]
+
+
 def summary(records: Iterable[Mapping[str, Any]], observe: bool = False) -> str:
     """``2 encoded (functions.get_weather:0 -> tid1_functions-2Eget_weather-3A0)``,
     ``1 mapped (toolu_01AbC -> aB3dE5fG7 for mistral)``, etc.

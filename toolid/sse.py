@@ -14,8 +14,7 @@ so a caller can rewrite a field's value without touching anything around it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from toolid.markers import Markers
 
@@ -112,8 +111,7 @@ class EventFramer:
         return len(self._buffer)
 
 
-@dataclass(frozen=True, slots=True)
-class Field:
+class Field(NamedTuple):
     """A ``data:`` field's value, as ``event[start:end]``."""
 
     start: int
@@ -126,6 +124,14 @@ def data_lines(event: bytes, stream_start: bool = False) -> list[Field]:
     ``stream_start``: the event opens the stream, so a leading byte order mark is skipped.
     """
     at = len(_BOM) if stream_start and event.startswith(_BOM) else 0
+    if (
+        at == 0
+        and event.startswith(b"data: ")
+        and event.find(b"\n") == len(event) - 2
+        and event.endswith(b"\n\n")
+        and b"\r" not in event
+    ):  # one "data: ..." line and the blank line: what servers send for almost every event
+        return [Field(6, len(event) - 2)]
     if b"\r" in event:
         lines = [match.span(1) for match in _LINE.finditer(event, at)]
     else:  # LF only, as almost every server sends: plain byte searches

@@ -147,7 +147,10 @@ class StreamRewriter:
         fields = data_lines(event, stream_start=at_start)
         if not fields:
             return event
-        document = b"\n".join(event[field.start : field.end] for field in fields)
+        if len(fields) == 1:
+            document = event[fields[0].start : fields[0].end]
+        else:
+            document = b"\n".join(event[field.start : field.end] for field in fields)
         try:
             plan = body.plan(document, self.api, Doc.EVENT, self.policy, self.calls)
         except RewriteError as exc:
