@@ -47,7 +47,7 @@ from typing import Any
 
 from bench import client, library, workloads
 from bench.proxy import REPO_ROOT, Mitmdump, Upstream
-from toolid import jsonparse
+from toolid import jsonparse, native
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -798,7 +798,8 @@ def render(report: dict[str, Any]) -> str:
     lines = [
         f"toolid bench{' --quick' if meta['quick'] else ''}: {meta['cpus']} CPUs, Python "
         f"{meta['python']}, mitmproxy {meta['mitmproxy']}, toolid @ {meta['commit']} "
-        f"(JSON: {meta.get('json_parser', '?')}); "
+        f"(JSON: {meta.get('json_parser', '?')}; native accelerator: "
+        f"{'on' if meta.get('native') else 'off'}); "
         f"load average {meta['loadavg_before']} -> {meta['loadavg_after']}; "
         f"{meta['seconds']:.0f} s",
     ]
@@ -869,6 +870,7 @@ def _meta(settings: Settings) -> dict[str, Any]:
         "commit": commit,
         "platform": platform.platform(),
         "json_parser": library.json_parser(),
+        "native": native.accelerated(),
         "loadavg_before": _loadavg(),
         "settings": settings.__dict__,
     }
@@ -901,6 +903,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "the proxies: what a machine without the fast extra gets",
     )
     parser.add_argument(
+        "--no-native",
+        action="store_true",
+        help="toolid without its native accelerator (TOOLID_NATIVE=off), in the library and in "
+        "the proxies: what a machine without a C compiler gets",
+    )
+    parser.add_argument(
         "--only", metavar="PARTS", help="comma-separated subset of proxy,library,memory"
     )
     parser.add_argument("--repeats", type=int, help="proxy repeats (default 7; quick 1)")
@@ -928,6 +936,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_orjson:  # the proxies inherit it; this process switches now
         os.environ["TOOLID_JSON"] = "stdlib"
         jsonparse.orjson = None
+    if args.no_native:
+        os.environ["TOOLID_NATIVE"] = "off"
+        native.extension = None
     started = time.monotonic()
     meta = _meta(settings)
 

@@ -5,9 +5,11 @@
 #    $TOOLID_PYTHON, python3.14, python3.13, python3.12, python3 on PATH, then
 #    ${PYENV_ROOT:-~/.pyenv}/versions/3.1[2-9]*/bin/python3 (newest first). Every candidate
 #    is run to check its version: pyenv shims exist on PATH even when they cannot run.
-# 2. Creates <repo>/.venv on first use and runs `pip install -e '.[dev]'` into it; re-installs
-#    when pyproject.toml is newer than .venv/.toolid-installed; recreates .venv when its python
-#    is missing or broken, or when the venv was created for another checkout (copied or moved).
+# 2. Creates <repo>/.venv on first use and runs `pip install -e '.[dev]'` into it (which also
+#    builds the optional native accelerator, toolid/_native.c, when a C compiler is there);
+#    re-installs when pyproject.toml, setup.py or toolid/_native.c is newer than
+#    .venv/.toolid-installed; recreates .venv when its python is missing or broken, or when
+#    the venv was created for another checkout (copied or moved).
 # 3. Exports TOOLID_ROOT (repo root), TOOLID_VENV (<root>/.venv) and TOOLID_VENV_PYTHON.
 #
 # Only bash builtins run until an interpreter is found, so the "no Python" error is reported
@@ -150,12 +152,16 @@ _toolid_bootstrap() {
             _toolid_die "'$_toolid_base_python -m venv $TOOLID_VENV' failed"
     fi
 
+    local built changed=""
+    for built in pyproject.toml setup.py toolid/_native.c; do
+        if [[ -f $_toolid_stamp && $TOOLID_ROOT/$built -nt $_toolid_stamp ]]; then changed=$built; fi
+    done
     if [[ ! -f $_toolid_stamp ]]; then
         _toolid_err "installing toolid with its dev extras into $TOOLID_VENV (the first time takes about a minute)"
-    elif [[ $TOOLID_ROOT/pyproject.toml -nt $_toolid_stamp ]]; then
-        _toolid_err "pyproject.toml changed: reinstalling toolid with its dev extras into $TOOLID_VENV"
+    elif [[ -n $changed ]]; then
+        _toolid_err "$changed changed: reinstalling toolid with its dev extras into $TOOLID_VENV"
     fi
-    if [[ ! -f $_toolid_stamp || $TOOLID_ROOT/pyproject.toml -nt $_toolid_stamp ]]; then
+    if [[ ! -f $_toolid_stamp || -n $changed ]]; then
         rm -f -- "$_toolid_stamp"
         "$TOOLID_VENV_PYTHON" -m pip install -qq --disable-pip-version-check --no-input \
             -e "${TOOLID_ROOT}[dev]" >&2 ||

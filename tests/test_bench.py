@@ -144,4 +144,18 @@ def test_without_orjson_the_library_parses_with_the_standard_library() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "(JSON: json (standard library))" in done.stdout
+    assert "(JSON: json (standard library);" in done.stdout
+
+
+def test_without_the_native_accelerator() -> None:
+    """``--no-native`` measures what a machine without a C compiler gets."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only", "library", "--no-native"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "native accelerator: off)" in done.stdout

@@ -56,12 +56,15 @@ def outcome(
 def same(
     document: bytes, api: Api | None, doc: Doc, policy: Policy, history: tuple[str, ...] = ()
 ) -> None:
-    """Old and new agree, the new one with and without the JSON accelerator."""
+    """Old and new agree, the new one with no accelerator, with the native one alone, and with
+    both (orjson and the native parser, toolid/prune.py)."""
     with stdlib_only():
         old = outcome(legacy_body, document, api, doc, policy, history=history)
         slow = outcome(body, document, api, doc, policy, history=history)
+    with stdlib_only(native=True):
+        native = outcome(body, document, api, doc, policy, history=history)
     fast = outcome(body, document, api, doc, policy, history=history)
-    for new in (slow, fast):
+    for new in (slow, native, fast):
         assert new[0] == old[0], (old, new)
         if old[0] == "ok":
             assert new[1] == old[1]

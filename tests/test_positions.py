@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.test_jsonparse import stdlib_only
 from toolid.positions import (
     ID_KEYS,
     TABLE,
@@ -25,6 +27,16 @@ from toolid.positions import (
 
 # An id that is everywhere in the documents below, also where it is not an id.
 LOOK = "functions.get_weather:0"
+
+
+@pytest.fixture(autouse=True, params=["native", "python"])
+def walker(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test here runs with the native walker (when built) and with the generated one."""
+    if request.param == "native":
+        yield
+    else:
+        with stdlib_only():
+            yield
 
 
 def found(document: Any, api: Api, doc: Doc) -> list[tuple[str, str]]:

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple
 
-from toolid import codec, jsonparse
+from toolid import codec, jsonparse, native, prune
 from toolid.apis import api_from_shape
 from toolid.markers import Markers
 from toolid.occurrence import NOTHING_TAKEN, CallIds
@@ -121,6 +121,9 @@ def apply(document: bytes, edits: Sequence[Edit]) -> bytes:
     """Splice ``edits`` (sorted, not overlapping) into ``document``."""
     if not edits:
         return document
+    if native.extension is not None and type(document) is bytes:
+        spliced: bytes = native.extension.splice(document, edits)
+        return spliced
     parts: list[bytes] = []
     append = parts.append
     at = 0
@@ -190,6 +193,8 @@ def plan(
     calls = (calls or CallIds(policy.profile)) if policy.direction is Direction.ENCODE else None
     if not may_change(document, api, doc, policy, calls):
         return NOTHING
+    if api is not None and (pruned := prune.parse(document, prune.SCHEMAS[(api, doc)])):
+        return _plan_at_spans(pruned, api, doc, policy, calls)
     try:
         parsed, strict_utf8 = jsonparse.loads_checked(document)
     except (ValueError, RecursionError) as exc:
@@ -210,6 +215,22 @@ def plan(
         if not proven:
             _verify(document, edits, parsed, targets)
     return Plan(api, edits, changes, parsed, tuple(found_ids))
+
+
+def _plan_at_spans(
+    pruned: tuple[Any, prune.Spans], api: Api, doc: Doc, policy: Policy, calls: CallIds | None
+) -> Plan:
+    """``plan`` for a document the native parser read (``toolid.prune``): it kept what the
+    walker reads and saw every id literal where it stands, so the edits need no search."""
+    parsed, spans = pruned
+    found_ids = find_ids(parsed, api, doc)
+    changes, targets = _changes(found_ids, api, policy, calls)
+    make = tuple.__new__  # Edit(...) without NamedTuple's Python-level __new__ (per id)
+    edits = sorted(
+        make(Edit, (*spans[(id(holder), key)], _literal(new)))
+        for holder, key, _, new in targets.members
+    )
+    return Plan(api, tuple(edits), changes, parsed, tuple(found_ids))
 
 
 def _parse(document: bytes) -> Any:

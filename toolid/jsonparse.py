@@ -6,8 +6,10 @@ is all toolid reads (ids, ``type`` members, the shape), and toolid only ever com
 by the same parser. What orjson refuses and the standard library reads (NaN and Infinity, floats
 out of range, lone surrogates, a byte order mark, very deep nesting, raw surrogate bytes) goes to
 the standard library; errors always come from the standard library. One difference remains:
-orjson reads integers beyond 64 bits as floats. ``TOOLID_JSON=stdlib`` in the environment turns
-orjson off (to compare, or to rule it out).
+orjson reads integers beyond 64 bits as floats, and so, with orjson on, does the standard
+library when it reads what orjson refused (so that two parses always compare alike, whichever
+parser took each: a rewritten body is proved by comparing its parse with the original's).
+``TOOLID_JSON=stdlib`` in the environment turns orjson off (to compare, or to rule it out).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import importlib
 import json
 import os
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
 
 
 def _orjson() -> ModuleType | None:
@@ -50,4 +52,13 @@ def loads_checked(document: bytes | str) -> tuple[Any, bool]:
             return orjson.loads(document), True
         except orjson.JSONDecodeError:
             pass  # maybe something only the standard library reads: let it decide
+        return json.loads(document, parse_constant=str, parse_int=_int_as_orjson_reads), False
     return json.loads(document, parse_constant=str), False
+
+
+_INT_RANGE: Final = range(-(2**63), 2**64)  # the integers orjson reads as int
+
+
+def _int_as_orjson_reads(digits: str) -> int | float:
+    number = int(digits)
+    return number if number in _INT_RANGE else float(digits)

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
+from toolid import native
+
 
 class Api(enum.StrEnum):
     """The LLM APIs whose tool-call ids toolid knows."""
@@ -262,6 +264,13 @@ def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
                 root = (number,)
                 break
     walk, count = _WALKERS[(api, doc)]
+    if native.extension is not None:
+        tree = TREES[(api, doc)]
+        found_natively: list[Found] | None = native.extension.walk(
+            document, tree, doc is not Doc.REQUEST, root, count, Found
+        )
+        if found_natively is not None:
+            return found_natively
     found: list[list[Found]] = [[] for _ in range(count)]
     walk(document, root, found)
     return [one for each in found for one in each]
@@ -275,6 +284,41 @@ def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
 # ``walk.__doc__`` holds the source, for debugging.
 type _Walk = Callable[[Any, Call, list[list[Found]]], None]
 type _Branch = tuple[tuple[_Step, ...], int, Role]  # the steps left, the position's slot, role
+
+
+class Tree(NamedTuple):
+    """The positions of a table from one node on, grouped by their next step (positions that
+    begin with the same steps share them): what the walkers follow."""
+
+    leaves: tuple[tuple[str, int, Role], ...]  # (member, slot, role): an id's member
+    members: tuple[tuple[str, Tree], ...]  # (member, what follows inside it)
+    # [] or [type=...]: (types or None, the members one of which an element needs or None,
+    # whether elements that are not objects go on too, what follows inside an element)
+    elements: tuple[tuple[frozenset[str] | None, frozenset[str] | None, bool, Tree], ...]
+
+
+def _tree(branches: list[_Branch]) -> Tree:
+    groups: dict[_Step, list[_Branch]] = {}
+    leaves: list[tuple[str, int, Role]] = []
+    for steps, slot, role in branches:
+        if len(steps) == 1:
+            last = steps[0]
+            assert isinstance(last, _Key)
+            leaves.append((last.name, slot, role))
+        else:
+            groups.setdefault(steps[0], []).append((steps[1:], slot, role))
+    members = tuple(
+        (step.name, _tree(rest)) for step, rest in groups.items() if isinstance(step, _Key)
+    )
+    elements = []
+    for step, rest in groups.items():
+        if isinstance(step, _Each):
+            # When every step after this one is a member, elements with none of them go no further.
+            names = {steps[0].name for steps, _, _ in rest if isinstance(steps[0], _Key)}
+            needs = frozenset(names) if len(names) == len(rest) else None
+            bare = needs is None and step.types is None  # elements that are not objects go on
+            elements.append((step.types, needs, bare, _tree(rest)))
+    return Tree(tuple(leaves), members, tuple(elements))
 
 
 class _At(NamedTuple):
@@ -292,12 +336,12 @@ class _At(NamedTuple):
 class _WalkSource:
     """The source of one walk function, and the constants it refers to."""
 
-    def __init__(self, compiled: tuple[Position, ...], numbered: bool) -> None:
+    def __init__(self, tree: Tree, numbered: bool) -> None:
         self.numbered = numbered  # whether elements add their call number (not in requests)
         self.lines = ["def walk(node, call, found):"]
         self.constants: dict[str, Any] = {"Found": Found, "make": tuple.__new__}
         self._names = 0
-        self.visit(_At("node", (), (), 1), [(p.steps, n, p.role) for n, p in enumerate(compiled)])
+        self.visit(_At("node", (), (), 1), tree)
         self.emit(1, "return None")
 
     def name(self, stem: str) -> str:
@@ -314,35 +358,23 @@ class _WalkSource:
     def emit(self, depth: int, line: str) -> None:
         self.lines.append("    " * depth + line)
 
-    def visit(self, at: _At, branches: list[_Branch]) -> None:
-        """Code visiting the node ``at`` for every branch: leaves read their member, the others
-        are grouped by their next step and continue together."""
-        groups: dict[_Step, list[_Branch]] = {}
-        leaves: list[tuple[str, Role, int]] = []
-        for steps, slot, role in branches:
-            if len(steps) == 1:
-                last = steps[0]
-                assert isinstance(last, _Key)
-                leaves.append((last.name, role, slot))
-            else:
-                groups.setdefault(steps[0], []).append((steps[1:], slot, role))
-        members = [(step.name, rest) for step, rest in groups.items() if isinstance(step, _Key)]
-        if leaves or members:
+    def visit(self, at: _At, tree: Tree) -> None:
+        """Code visiting the node ``at``: leaves read their member, members and elements go on."""
+        if tree.leaves or tree.members:
             depth = at.depth
             if not at.is_dict:
                 self.emit(depth, f"if isinstance({at.node}, dict):")
                 depth += 1
-            for key, role, slot in leaves:
+            for key, slot, role in tree.leaves:
                 self.leaf(at, depth, key, role, slot)
-            for key, rest in members:
+            for key, inside in tree.members:
                 child = self.name("n")
                 self.emit(depth, f"{child} = {at.node}.get({key!r})")
                 self.emit(depth, f"if {child} is not None:")
                 where = (*at.path, f".{key}" if at.path else key)
-                self.visit(_At(child, where, at.numbers, depth + 1), rest)
-        for step, rest in groups.items():
-            if isinstance(step, _Each):
-                self.elements(at, step, rest)
+                self.visit(_At(child, where, at.numbers, depth + 1), inside)
+        for types, needs, bare, inside in tree.elements:
+            self.elements(at, types, needs, bare, inside)
 
     def leaf(self, at: _At, depth: int, key: str, role: Role, slot: int) -> None:
         """Code adding the id in member ``key`` of the object ``at``, if it is a string."""
@@ -357,17 +389,20 @@ class _WalkSource:
             f"{self.constant(role)}, {call})))",
         )
 
-    def elements(self, at: _At, step: _Each, rest: list[_Branch]) -> None:
+    def elements(
+        self,
+        at: _At,
+        types: frozenset[str] | None,
+        needs: frozenset[str] | None,
+        bare: bool,
+        inside: Tree,
+    ) -> None:
         """``[]`` or ``[type=...]``: every element of an array (an object is its own one
-        element), numbered by its own ``index`` member, else by its position. When every step
-        after this one is a member, elements with none of those members go no further."""
-        names = {steps[0].name for steps, _, _ in rest if isinstance(steps[0], _Key)}
-        needs = frozenset(names) if len(names) == len(rest) else None
-        bare = needs is None and step.types is None  # elements that are not objects go on too
+        element), numbered by its own ``index`` member, else by its position."""
         index, element, number = self.name("i"), self.name("e"), self.name("c")
         self.emit(at.depth, f"if isinstance({at.node}, list):")
         self.emit(at.depth + 1, f"for {index}, {element} in enumerate({at.node}):")
-        self.emit(at.depth + 2, f"if {self.admits(element, step.types, needs, bare)}:")
+        self.emit(at.depth + 2, f"if {self.admits(element, types, needs, bare)}:")
         numbers = at.numbers
         if self.numbered:
             read = f"{element}.get('index')"
@@ -377,15 +412,15 @@ class _WalkSource:
             self.emit(at.depth + 3, f"{number} = {number} if type({number}) is int else {index}")
             numbers = (*numbers, number)
         where = (*at.path, "[{" + index + "}]")
-        self.visit(_At(element, where, numbers, at.depth + 3, not bare), rest)
+        self.visit(_At(element, where, numbers, at.depth + 3, not bare), inside)
         self.emit(at.depth, "else:")  # an object: its own one element, no number added
-        self.emit(at.depth + 1, f"if {self.admits(at.node, step.types, needs, bare)}:")
-        self.visit(_At(at.node, at.path, at.numbers, at.depth + 2, not bare), rest)
+        self.emit(at.depth + 1, f"if {self.admits(at.node, types, needs, bare)}:")
+        self.visit(_At(at.node, at.path, at.numbers, at.depth + 2, not bare), inside)
 
     def admits(
         self, element: str, types: frozenset[str] | None, needs: frozenset[str] | None, bare: bool
     ) -> str:
-        """The test an element passes to go on (see ``elements``)."""
+        """The test an element passes to go on (see ``Tree.elements``)."""
         tests = []
         if needs is not None and len(needs) == 1:
             tests.append(f"{next(iter(needs))!r} in {element}")
@@ -414,9 +449,9 @@ def _path_expression(parts: tuple[str, ...]) -> str:
     return "f" + repr("".join(escaped))
 
 
-def _compile_walk(compiled: tuple[Position, ...], numbered: bool) -> _Walk:
-    """One function finding every position of ``compiled`` (see ``_WalkSource``)."""
-    source = _WalkSource(compiled, numbered)
+def _compile_walk(tree: Tree, numbered: bool) -> _Walk:
+    """One function finding every position of ``tree`` (see ``_WalkSource``)."""
+    source = _WalkSource(tree, numbered)
     text = "\n".join(source.lines)
     namespace = dict(source.constants)
     exec(text, namespace)  # the source is generated from the table, nothing else
@@ -425,9 +460,14 @@ def _compile_walk(compiled: tuple[Position, ...], numbered: bool) -> _Walk:
     return walk
 
 
+#: The tree of each API and kind of document (read by the native walker too).
+TREES: Final[dict[tuple[Api, Doc], Tree]] = {
+    key: _tree([(p.steps, slot, p.role) for slot, p in enumerate(compiled)])
+    for key, compiled in _COMPILED.items()
+}
 _WALKERS: Final[dict[tuple[Api, Doc], tuple[_Walk, int]]] = {
-    (api, doc): (_compile_walk(compiled, doc is not Doc.REQUEST), len(compiled))
-    for (api, doc), compiled in _COMPILED.items()
+    (api, doc): (_compile_walk(tree, doc is not Doc.REQUEST), len(_COMPILED[(api, doc)]))
+    for (api, doc), tree in TREES.items()
 }
 
 

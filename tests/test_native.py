@@ -1,0 +1,173 @@
+"""The native accelerator (toolid/_native.c, toolid/native.py, toolid/prune.py).
+
+It must never change what toolid does, only how fast: whatever the pruned parse keeps, the
+walkers read as they read a full parse; every span it reports is the literal of the id it
+names; anything it does not vouch for gives None, never a wrong answer and never an
+exception; ``splice`` is ``body.apply``. The body and stream differential tests and the
+position tests run toolid with and without it as well.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.fuzz.strategies import INVALID_UTF8
+from tests.fuzz.test_fuzz_body import chaos_case
+from tests.test_jsonparse import stdlib_only
+from toolid import body, jsonparse, native, prune
+from toolid.body import Edit
+from toolid.positions import Api, Doc, find_ids
+
+
+def _full(document: bytes) -> Any:
+    try:
+        return jsonparse.loads(document)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _ids(document: Any, api: Api, doc: Doc) -> list[tuple[str, str, str, str, tuple[int, ...]]]:
+    return [(f.key, f.value, f.path, f.role.value, f.call) for f in find_ids(document, api, doc)]
+
+
+def assert_vouched(document: bytes, api: Api, doc: Doc) -> None:
+    """If the native parser reads ``document``, it is JSON, the ids read off the pruned
+    document are those of a full parse, and each span is the literal of its id."""
+    pruned = prune.parse(document, prune.SCHEMAS[(api, doc)])
+    if pruned is None:
+        return
+    parsed, spans = pruned
+    full = _full(document)
+    assert full is not None, "vouched for a document that does not parse"
+    assert _ids(parsed, api, doc) == _ids(full, api, doc)
+    with stdlib_only():  # the generated Python walker reads the pruned document alike
+        assert _ids(parsed, api, doc) == _ids(full, api, doc)
+    for found in find_ids(parsed, api, doc):
+        start, end = spans[(id(found.holder), found.key)]
+        assert json.loads(document[start:end]) == found.value
+    if doc is Doc.REQUEST and isinstance(full, dict):
+        assert (parsed.get("stream") is True) == (full.get("stream") is True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=chaos_case())
+def test_documents_spelled_every_way(case: Any) -> None:
+    document, api, doc, _, _ = case
+    assert_vouched(document, api, doc)
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=chaos_case(), data=st.data())
+def test_every_prefix_and_any_byte_changed(case: Any, data: st.DataObject) -> None:
+    document, api, doc, _, _ = case
+    cut = data.draw(st.integers(0, len(document)))
+    assert_vouched(document[:cut], api, doc)
+    at = data.draw(st.integers(0, max(0, len(document) - 1)))
+    byte = data.draw(st.sampled_from([*INVALID_UTF8, b"\\", b'"', b"\x00", b"\xed\xa0\x80", b"}"]))
+    assert_vouched(document[:at] + byte + document[at + 1 :], api, doc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    document=st.binary(max_size=200),
+    api=st.sampled_from(list(Api)),
+    doc=st.sampled_from(list(Doc)),
+)
+def test_any_bytes(document: bytes, api: Api, doc: Doc) -> None:
+    assert_vouched(document, api, doc)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        b'{"messages":[{"tool_call_id":"a","tool_call_id":"b"}]}',  # a member named twice
+        b'{"messages":[{"content":{"x":1,"x":2}}]}',  # a key twice, even in a skipped object
+        b'{"messages":[{"content":{"\\u0069d":"a"}}]}',  # an escaped key, even there
+        b'{"a":{' + b",".join(b'"k%d":0' % i for i in range(65)) + b"}}",  # 65 members
+        b'{"messages":[{"tool_call_id":"\\u0061"}]}',  # an escape in a kept string
+        b'{"messages":[{"tool_c\\u0061ll_id":"a"}]}',  # an escape in a kept object's key
+        b'{"messages":[{"content":"\\ud800"}]}',  # a lone surrogate escape, even skipped
+        b'{"messages":[{"content":"\xed\xa0\x80"}]}',  # a raw surrogate
+        b'{"messages":[{"content":NaN}]}',
+        b'{"messages":[{"index":123456789012345678901234}]}',  # beyond 64 bits, kept
+        b"\xef\xbb\xbf{}",  # a byte order mark
+        b"[]",  # not an object
+        b'{"messages":[]} x',
+        b"[" * 10 + b"]" * 10,
+        b'{"a":' + b"[" * 300 + b"]" * 300 + b"}",  # deeper than the native parser goes
+    ],
+)
+def test_what_it_leaves_to_the_full_parse(document: bytes) -> None:
+    assert prune.parse(document, prune.SCHEMAS[(Api.CHAT, Doc.REQUEST)]) is None
+
+
+def test_what_a_pruned_request_keeps() -> None:
+    document = json.dumps(
+        {
+            "model": "m",
+            "stream": True,
+            "messages": [
+                {"role": "user", "content": "hi " * 100},
+                {"role": "assistant", "tool_calls": [{"id": "x:1", "type": "function"}]},
+                {"role": "tool", "tool_call_id": "x:1", "content": '{"id": "x:1"}'},
+            ],
+        }
+    ).encode()
+    pruned = prune.parse(document, prune.SCHEMAS[(Api.CHAT, Doc.REQUEST)])
+    assert pruned is not None
+    parsed, spans = pruned
+    assert parsed == {
+        "stream": True,
+        "messages": [
+            {},
+            {"tool_calls": [{"id": "x:1", "type": "function"}]},
+            {"tool_call_id": "x:1"},
+        ],
+    }
+    first = document.find(b'"x:1"')
+    second = document.find(b'"x:1"', first + 1)
+    assert sorted(spans.values()) == [(first, first + 5), (second, second + 5)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(document=st.binary(max_size=300), data=st.data())
+def test_splice_is_apply(document: bytes, data: st.DataObject) -> None:
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(document)), max_size=12)))
+    edits = [
+        Edit(start, end, data.draw(st.binary(max_size=8)))
+        for start, end in zip(cuts[::2], cuts[1::2], strict=False)
+    ]
+    spliced = body.apply(document, edits)
+    with stdlib_only():
+        assert body.apply(document, edits) == spliced
+
+
+def test_splice_refuses_edits_out_of_order() -> None:
+    with pytest.raises(ValueError):
+        native.extension.splice(b"abcdef", [Edit(3, 4, b"x"), Edit(1, 2, b"y")])
+
+
+def test_the_accelerator_is_built_in_the_dev_venv() -> None:
+    """scripts/test and scripts/proxy build it (setup.py); a machine without a C compiler
+    runs pure Python, which the rest of the suite covers too (stdlib_only)."""
+    assert native.accelerated()
+
+
+def test_the_environment_can_turn_it_off() -> None:
+    code = (
+        "from toolid import native, prune\n"
+        "print(native.accelerated(), prune.parse(b'{}', next(iter(prune.SCHEMAS.values()))))"
+    )
+    env = {**os.environ, "TOOLID_NATIVE": "off"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, env=env, capture_output=True, text=True
+    )
+    assert out.stdout.split() == ["False", "None"]

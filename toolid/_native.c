@@ -1,0 +1,713 @@
+/* toolid._native: the optional native accelerator (toolid/native.py).
+ *
+ * parse(document: bytes, schema) -> (pruned, spans) | None
+ *   Parse a JSON document keeping only the members a schema names, and record where each id
+ *   literal is (toolid/prune.py builds the schema from the table).
+ *
+ * walk(document, tree, numbered, call, slots, found_type) -> list | None
+ *   What positions.find_ids finds in a parsed document (toolid/positions.py: Tree), exactly
+ *   as its generated Python walker does.
+ *
+ * splice(document: bytes, edits) -> bytes
+ *   body.apply: the (start, end, text) edits, sorted and apart, spliced into the document.
+ *
+ * A schema node is a tuple (members, elements): members is a tuple of (key bytes, key str,
+ * spec) triples, elements the node applied to the objects in an array (or None). A spec is
+ * LEAF (0: a string is kept, with the span of its literal), KEEP (1: a string without
+ * escapes, a 64-bit integer, true, false or null is kept; other values are kept as None) or
+ * a node. Every member named by a node is kept (as None when its value is of no use), so
+ * that tests for a member's presence read the same; arrays keep every element (objects
+ * pruned, anything else None), so that positions read the same. Members a node does not
+ * name are validated and dropped.
+ *
+ * spans maps (id(object), key) to (start, end), the literal of a LEAF string with its quotes.
+ *
+ * None: the document is not one this parser vouches for (invalid JSON or UTF-8, a BOM, an
+ * escape in a kept string or in any key, a key given twice in one object, an object of more
+ * than MAX_KEYS members, a \u escape of a surrogate, NaN or Infinity, an integer beyond 64
+ * bits where one is kept, nesting deeper than MAX_DEPTH): the caller falls back to a full
+ * parse, which decides. It never guesses.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define LEAF 0
+#define KEEP 1
+#define MAX_DEPTH 200
+#define MAX_KEYS 64 /* members of one object told apart without a hash */
+
+static PyObject *_type_key, *_index_key; /* "type", "index" */
+
+typedef struct {
+    const unsigned char *start, *p, *end;
+    PyObject *spans;
+    int depth;
+    Py_ssize_t literal_start, literal_end; /* the last string literal read */
+} Scan;
+
+/* Bytes a string may hold as they are: printable ASCII but '"' and '\\'. */
+static unsigned char plain[256];
+
+/* The first byte at or after p that is not plain (or end): 16 bytes at a time with SSE2,
+ * else 8 at a time. Strings are most of a body, and tool output is full of escapes. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+static inline const unsigned char *next_special(const unsigned char *p, const unsigned char *end) {
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+    const __m128i space = _mm_set1_epi8(0x20);
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)p);
+        /* signed: a byte at or above 0x80 is negative, so below 0x20 too */
+        __m128i special = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote),
+                                                     _mm_cmpeq_epi8(x, backslash)),
+                                       _mm_cmplt_epi8(x, space));
+        int mask = _mm_movemask_epi8(special);
+        if (mask) return p + __builtin_ctz((unsigned int)mask);
+        p += 16;
+    }
+    while (p < end && plain[*p]) p++;
+    return p;
+}
+#else
+static inline const unsigned char *next_special(const unsigned char *p, const unsigned char *end) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    while (end - p >= 8) {
+        uint64_t x, quote, backslash;
+        memcpy(&x, p, 8);
+        quote = x ^ (ones * '"');
+        backslash = x ^ (ones * '\\');
+        if (((((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) |
+              ((x - ones * 0x20) & ~x) | x) & highs) != 0)
+            break;
+        p += 8;
+    }
+    while (p < end && plain[*p]) p++;
+    return p;
+}
+#endif
+
+static void skip_ws(Scan *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t'))
+        s->p++;
+}
+
+static int expect(Scan *s, unsigned char c) {
+    skip_ws(s);
+    if (s->p < s->end && *s->p == c) {
+        s->p++;
+        return 1;
+    }
+    return 0;
+}
+
+static int hex4(const unsigned char *p, unsigned int *out) {
+    unsigned int v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char c = p[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= c - '0';
+        else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
+        else return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* One UTF-8 sequence starting at s->p (a byte >= 0x80): well formed, no surrogates. */
+static int utf8(Scan *s) {
+    const unsigned char *p = s->p;
+    Py_ssize_t left = s->end - p;
+    unsigned char c = p[0];
+    int n;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) n = 1;
+    else if (c == 0xE0) { n = 2; lo = 0xA0; }
+    else if (c == 0xED) { n = 2; hi = 0x9F; }
+    else if (c >= 0xE1 && c <= 0xEF) n = 2;
+    else if (c == 0xF0) { n = 3; lo = 0x90; }
+    else if (c >= 0xF1 && c <= 0xF3) n = 3;
+    else if (c == 0xF4) { n = 3; hi = 0x8F; }
+    else return 0;
+    if (left <= n || p[1] < lo || p[1] > hi) return 0;
+    for (int i = 2; i <= n; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF) return 0;
+    s->p += n + 1;
+    return 1;
+}
+
+/* A string literal (s->p at its opening quote). Returns 1 and sets *escaped, or 0. */
+static int string(Scan *s, int *escaped) {
+    const unsigned char *p = s->p + 1, *end = s->end;
+    s->literal_start = s->p - s->start;
+    *escaped = 0;
+    for (;;) {
+        p = next_special(p, end);
+        if (p >= end) return 0;
+        unsigned char c = *p;
+        if (c == '"') {
+            s->p = p + 1;
+            s->literal_end = s->p - s->start;
+            return 1;
+        }
+        if (c == '\\') {
+            *escaped = 1;
+            if (end - p < 2) return 0;
+            unsigned char e = p[1];
+            if (e == 'u') {
+                unsigned int code;
+                if (end - p < 6 || !hex4(p + 2, &code)) return 0;
+                if (code >= 0xD800 && code <= 0xDFFF) return 0; /* surrogates: the full parse */
+                p += 6;
+            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
+                       e == 'r' || e == 't') {
+                p += 2;
+            } else {
+                return 0;
+            }
+        } else if (c < 0x20) {
+            return 0;
+        } else {
+            s->p = p;
+            if (!utf8(s)) return 0;
+            p = s->p;
+        }
+    }
+}
+
+/* A number (s->p at its first byte). *integer: no fraction, no exponent. */
+static int number(Scan *s, int *integer) {
+    const unsigned char *p = s->p;
+    if (p < s->end && *p == '-') p++;
+    if (p >= s->end) return 0;
+    if (*p == '0') p++;
+    else if (*p >= '1' && *p <= '9') while (p < s->end && *p >= '0' && *p <= '9') p++;
+    else return 0;
+    *integer = 1;
+    if (p < s->end && *p == '.') {
+        *integer = 0;
+        p++;
+        if (p >= s->end || *p < '0' || *p > '9') return 0;
+        while (p < s->end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < s->end && (*p == 'e' || *p == 'E')) {
+        *integer = 0;
+        p++;
+        if (p < s->end && (*p == '+' || *p == '-')) p++;
+        if (p >= s->end || *p < '0' || *p > '9') return 0;
+        while (p < s->end && *p >= '0' && *p <= '9') p++;
+    }
+    s->p = p;
+    return 1;
+}
+
+static int word(Scan *s, const char *w, Py_ssize_t n) {
+    if (s->end - s->p < n || memcmp(s->p, w, n) != 0) return 0;
+    s->p += n;
+    return 1;
+}
+
+/* After a member or an element: 1 if a ',' follows (consumed), 0 if ``close`` does (consumed),
+ * -1 otherwise. */
+static int next_or_close(Scan *s, unsigned char close) {
+    skip_ws(s);
+    if (s->p < s->end && (*s->p == ',' || *s->p == close)) return *s->p++ == ',';
+    return -1;
+}
+
+/* The failure value: NULL, with no exception set when the document is simply not ours. */
+#define FAIL NULL
+
+static PyObject *value(Scan *s, PyObject *spec);
+
+static PyObject *spec_of(PyObject *members, const unsigned char *key, Py_ssize_t size,
+                         PyObject **name) {
+    Py_ssize_t n = PyTuple_GET_SIZE(members);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *entry = PyTuple_GET_ITEM(members, i);
+        PyObject *raw = PyTuple_GET_ITEM(entry, 0);
+        if (PyBytes_GET_SIZE(raw) == size && memcmp(PyBytes_AS_STRING(raw), key, size) == 0) {
+            *name = PyTuple_GET_ITEM(entry, 1);
+            return PyTuple_GET_ITEM(entry, 2);
+        }
+    }
+    return NULL;
+}
+
+static int record_span(Scan *s, PyObject *holder, PyObject *name) {
+    PyObject *address = PyLong_FromVoidPtr(holder);
+    PyObject *start = PyLong_FromSsize_t(s->literal_start);
+    PyObject *end = PyLong_FromSsize_t(s->literal_end);
+    PyObject *key = address ? PyTuple_Pack(2, address, name) : NULL;
+    PyObject *span = start && end ? PyTuple_Pack(2, start, end) : NULL;
+    int ok = key && span && PyDict_SetItem(s->spans, key, span) == 0;
+    Py_XDECREF(address);
+    Py_XDECREF(start);
+    Py_XDECREF(end);
+    Py_XDECREF(key);
+    Py_XDECREF(span);
+    return ok;
+}
+
+/* An object (s->p after its '{'); node: a schema node, or NULL to validate only. */
+static PyObject *object(Scan *s, PyObject *node) {
+    PyObject *members = node ? PyTuple_GET_ITEM(node, 0) : NULL;
+    PyObject *pruned = node ? PyDict_New() : NULL;
+    if (node && pruned == NULL) return FAIL;
+    skip_ws(s);
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+        return pruned ? pruned : Py_NewRef(Py_None);
+    }
+    const unsigned char *keys[MAX_KEYS];
+    Py_ssize_t sizes[MAX_KEYS];
+    int count = 0;
+    for (;;) {
+        int escaped;
+        skip_ws(s);
+        if (s->p >= s->end || *s->p != '"' || !string(s, &escaped)) goto fail;
+        const unsigned char *key = s->start + s->literal_start + 1;
+        Py_ssize_t size = s->literal_end - s->literal_start - 2;
+        /* A key spelled with escapes, or given twice, in any object: which member a parser
+         * sees is the full parse's to say (and what toolid does then, its rewriter's). */
+        if (escaped || count == MAX_KEYS) goto fail;
+        for (int i = 0; i < count; i++)
+            if (sizes[i] == size && memcmp(keys[i], key, size) == 0) goto fail;
+        keys[count] = key;
+        sizes[count++] = size;
+        PyObject *spec = NULL, *name = NULL;
+        if (members) spec = spec_of(members, key, size, &name);
+        if (!expect(s, ':')) goto fail;
+        skip_ws(s);
+        PyObject *item = value(s, spec);
+        if (item == NULL) goto fail;
+        if (spec) {
+            int ok = PyDict_SetItem(pruned, name, item) == 0;
+            if (ok && PyLong_Check(spec) && PyLong_AsLong(spec) == LEAF && PyUnicode_Check(item))
+                ok = record_span(s, pruned, name);
+            if (!ok) {
+                Py_DECREF(item);
+                goto fail;
+            }
+        }
+        Py_DECREF(item);
+        int more = next_or_close(s, '}');
+        if (more > 0) continue;
+        if (more == 0) return pruned ? pruned : Py_NewRef(Py_None);
+        goto fail;
+    }
+fail:
+    Py_XDECREF(pruned);
+    return FAIL;
+}
+
+/* An array (s->p after its '['); node: its objects are pruned by the node's elements. */
+static PyObject *array(Scan *s, PyObject *node) {
+    PyObject *elements = NULL;
+    PyObject *pruned = NULL;
+    if (node) {
+        elements = PyTuple_GET_ITEM(node, 1);
+        if (elements == Py_None) elements = NULL;
+        pruned = PyList_New(0);
+        if (pruned == NULL) return FAIL;
+    }
+    skip_ws(s);
+    if (s->p < s->end && *s->p == ']') {
+        s->p++;
+        return pruned ? pruned : Py_NewRef(Py_None);
+    }
+    for (;;) {
+        skip_ws(s);
+        int is_object = s->p < s->end && *s->p == '{';
+        PyObject *item = value(s, is_object && elements ? elements : NULL);
+        if (item == NULL) goto fail;
+        if (pruned && PyList_Append(pruned, item) < 0) {
+            Py_DECREF(item);
+            goto fail;
+        }
+        Py_DECREF(item);
+        int more = next_or_close(s, ']');
+        if (more > 0) continue;
+        if (more == 0) return pruned ? pruned : Py_NewRef(Py_None);
+        goto fail;
+    }
+fail:
+    Py_XDECREF(pruned);
+    return FAIL;
+}
+
+/* Any value (s->p at its first byte); spec: NULL (validate only), LEAF, KEEP or a node.
+ * Returns what the pruned document holds for it (None when nothing). */
+static PyObject *value(Scan *s, PyObject *spec) {
+    if (s->p >= s->end) return FAIL;
+    int kind = -1; /* -1: a node or nothing */
+    if (spec && PyLong_Check(spec)) kind = (int)PyLong_AsLong(spec);
+    PyObject *node = spec && PyTuple_Check(spec) ? spec : NULL;
+    unsigned char c = *s->p;
+    if (c == '{' || c == '[') {
+        if (++s->depth > MAX_DEPTH) return FAIL;
+        s->p++;
+        PyObject *result = c == '{' ? object(s, node) : array(s, node);
+        s->depth--;
+        return result;
+    }
+    if (c == '"') {
+        int escaped;
+        const unsigned char *at = s->p;
+        if (!string(s, &escaped)) return FAIL;
+        if (kind == LEAF || kind == KEEP) {
+            if (escaped) return FAIL; /* the full parse reads escapes */
+            return PyUnicode_DecodeUTF8((const char *)at + 1, s->p - at - 2, "strict");
+        }
+        return Py_NewRef(Py_None);
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        int integer;
+        const unsigned char *at = s->p;
+        if (!number(s, &integer)) return FAIL;
+        if (kind == KEEP && integer) {
+            Py_ssize_t digits = s->p - at - (*at == '-');
+            if (digits > 18) return FAIL; /* parsers differ beyond 64 bits: the full parse */
+            char buffer[24];
+            memcpy(buffer, at, s->p - at);
+            buffer[s->p - at] = '\0';
+            return PyLong_FromString(buffer, NULL, 10);
+        }
+        return Py_NewRef(Py_None);
+    }
+    if (word(s, "true", 4)) return Py_NewRef(kind == KEEP ? Py_True : Py_None);
+    if (word(s, "false", 5)) return Py_NewRef(kind == KEEP ? Py_False : Py_None);
+    if (word(s, "null", 4)) return Py_NewRef(Py_None);
+    return FAIL;
+}
+
+static PyObject *parse(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    Py_buffer document;
+    if (nargs != 2 || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "parse(document: bytes, schema: tuple)");
+        return NULL;
+    }
+    PyObject *schema = args[1];
+    if (PyObject_GetBuffer(args[0], &document, PyBUF_SIMPLE) < 0) return NULL;
+    Scan s = {document.buf, document.buf, (const unsigned char *)document.buf + document.len,
+              PyDict_New(), 0, 0, 0};
+    PyObject *result = NULL;
+    if (s.spans == NULL) goto done;
+    if (!expect(&s, '{')) goto not_ours;
+    s.depth = 1;
+    PyObject *pruned = object(&s, schema);
+    if (pruned == NULL) goto not_ours;
+    skip_ws(&s);
+    if (s.p != s.end) {
+        Py_DECREF(pruned);
+        goto not_ours;
+    }
+    result = Py_BuildValue("(NO)", pruned, s.spans);
+    goto done;
+not_ours:
+    if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
+    else if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyErr_Clear(); /* cannot happen for validated UTF-8; not ours either way */
+        result = Py_NewRef(Py_None);
+    }
+done:
+    Py_XDECREF(s.spans);
+    PyBuffer_Release(&document);
+    return result;
+}
+
+/* --- walk: the table's tree over a parsed document ----------------------------------- */
+
+#define PATH_SIZE 4096
+#define MAX_NUMBERS 64
+
+typedef struct {
+    PyTypeObject *found_type;
+    PyObject *slots; /* a list of lists, one per position */
+    PyObject *call;  /* the root call (a tuple) */
+    int numbered;
+    char path[PATH_SIZE];
+    Py_ssize_t path_len;
+    PyObject *numbers[MAX_NUMBERS]; /* owned */
+    int count;
+} Walk;
+
+static int push_path(Walk *w, const char *text, Py_ssize_t size, int member) {
+    Py_ssize_t dot = member && w->path_len > 0;
+    if (w->path_len + dot + size >= PATH_SIZE) return 0;
+    if (dot) w->path[w->path_len++] = '.';
+    memcpy(w->path + w->path_len, text, size);
+    w->path_len += size;
+    return 1;
+}
+
+static int emit(Walk *w, PyObject *node, PyObject *key, PyObject *value, PyObject *role,
+                Py_ssize_t slot) {
+    Py_ssize_t size, saved = w->path_len;
+    const char *text = PyUnicode_AsUTF8AndSize(key, &size);
+    if (text == NULL) return -1;
+    if (!push_path(w, text, size, 1)) return 0;
+    PyObject *path = PyUnicode_DecodeUTF8(w->path, w->path_len, "strict");
+    w->path_len = saved;
+    if (path == NULL) return -1;
+    PyObject *call;
+    if (w->count == 0) {
+        call = Py_NewRef(w->call);
+    } else {
+        Py_ssize_t root = PyTuple_GET_SIZE(w->call);
+        call = PyTuple_New(root + w->count);
+        if (call == NULL) {
+            Py_DECREF(path);
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < root; i++)
+            PyTuple_SET_ITEM(call, i, Py_NewRef(PyTuple_GET_ITEM(w->call, i)));
+        for (int i = 0; i < w->count; i++)
+            PyTuple_SET_ITEM(call, root + i, Py_NewRef(w->numbers[i]));
+    }
+    PyObject *found = w->found_type->tp_alloc(w->found_type, 6);
+    if (found == NULL) {
+        Py_DECREF(path);
+        Py_DECREF(call);
+        return -1;
+    }
+    PyTuple_SET_ITEM(found, 0, Py_NewRef(node));
+    PyTuple_SET_ITEM(found, 1, Py_NewRef(key));
+    PyTuple_SET_ITEM(found, 2, Py_NewRef(value));
+    PyTuple_SET_ITEM(found, 3, path);
+    PyTuple_SET_ITEM(found, 4, Py_NewRef(role));
+    PyTuple_SET_ITEM(found, 5, call);
+    int ok = PyList_Append(PyList_GET_ITEM(w->slots, slot), found);
+    Py_DECREF(found);
+    return ok == 0 ? 1 : -1;
+}
+
+/* Whether an element goes on (positions.Tree.elements). -1: an error. */
+static int admits(PyObject *element, PyObject *types, PyObject *needs, int bare) {
+    if (bare) return 1;
+    if (!PyDict_Check(element)) return 0;
+    if (needs != Py_None) {
+        PyObject *iterator = PyObject_GetIter(needs), *name;
+        int any = 0;
+        if (iterator == NULL) return -1;
+        while (!any && (name = PyIter_Next(iterator)) != NULL) {
+            any = PyDict_Contains(element, name);
+            Py_DECREF(name);
+        }
+        Py_DECREF(iterator);
+        if (any < 0 || PyErr_Occurred()) return -1;
+        if (!any) return 0;
+    }
+    if (types != Py_None) {
+        PyObject *kind = PyDict_GetItemWithError(element, _type_key);
+        if (kind == NULL) return PyErr_Occurred() ? -1 : 0;
+        if (!PyUnicode_Check(kind)) return 0;
+        return PySet_Contains(types, kind);
+    }
+    return 1;
+}
+
+/* 1: done, 0: not ours (the Python walker decides), -1: an error. */
+static int visit(Walk *w, PyObject *node, PyObject *tree) {
+    PyObject *leaves = PyTuple_GET_ITEM(tree, 0), *members = PyTuple_GET_ITEM(tree, 1);
+    PyObject *elements = PyTuple_GET_ITEM(tree, 2);
+    if (PyDict_Check(node)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(leaves); i++) {
+            PyObject *leaf = PyTuple_GET_ITEM(leaves, i);
+            PyObject *key = PyTuple_GET_ITEM(leaf, 0);
+            PyObject *value = PyDict_GetItemWithError(node, key);
+            if (value == NULL) {
+                if (PyErr_Occurred()) return -1;
+                continue;
+            }
+            if (!PyUnicode_CheckExact(value)) continue;
+            Py_ssize_t slot = PyLong_AsSsize_t(PyTuple_GET_ITEM(leaf, 1));
+            int done = emit(w, node, key, value, PyTuple_GET_ITEM(leaf, 2), slot);
+            if (done <= 0) return done;
+        }
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(members); i++) {
+            PyObject *member = PyTuple_GET_ITEM(members, i);
+            PyObject *key = PyTuple_GET_ITEM(member, 0);
+            PyObject *child = PyDict_GetItemWithError(node, key);
+            if (child == NULL) {
+                if (PyErr_Occurred()) return -1;
+                continue;
+            }
+            if (child == Py_None) continue;
+            Py_ssize_t size, saved = w->path_len;
+            const char *text = PyUnicode_AsUTF8AndSize(key, &size);
+            if (text == NULL) return -1;
+            if (!push_path(w, text, size, 1)) return 0;
+            Py_INCREF(child); /* the walk must not outlive it (nothing mutates it; cheap) */
+            int done = visit(w, child, PyTuple_GET_ITEM(member, 1));
+            Py_DECREF(child);
+            w->path_len = saved;
+            if (done <= 0) return done;
+        }
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(elements); i++) {
+        PyObject *step = PyTuple_GET_ITEM(elements, i);
+        PyObject *types = PyTuple_GET_ITEM(step, 0), *needs = PyTuple_GET_ITEM(step, 1);
+        int bare = PyObject_IsTrue(PyTuple_GET_ITEM(step, 2));
+        PyObject *inside = PyTuple_GET_ITEM(step, 3);
+        if (PyList_Check(node)) {
+            for (Py_ssize_t index = 0; index < PyList_GET_SIZE(node); index++) {
+                PyObject *element = PyList_GET_ITEM(node, index);
+                Py_INCREF(element);
+                int admitted = admits(element, types, needs, bare);
+                int done = 1;
+                if (admitted < 0) done = -1;
+                else if (admitted) {
+                    char digits[24];
+                    int size = snprintf(digits, sizeof digits, "[%zd]", index);
+                    Py_ssize_t saved = w->path_len;
+                    int pushed = 0;
+                    if (!push_path(w, digits, size, 0)) done = 0;
+                    else if (w->numbered && w->count >= MAX_NUMBERS) done = 0;
+                    else if (w->numbered) {
+                        /* its own "index" member if that is an int, else its position */
+                        PyObject *number = NULL;
+                        if (PyDict_Check(element)) {
+                            number = PyDict_GetItemWithError(element, _index_key);
+                            if (number == NULL && PyErr_Occurred()) done = -1;
+                        }
+                        if (done > 0) {
+                            number = number && PyLong_CheckExact(number)
+                                         ? Py_NewRef(number)
+                                         : PyLong_FromSsize_t(index);
+                            if (number == NULL) done = -1;
+                            else {
+                                w->numbers[w->count++] = number;
+                                pushed = 1;
+                            }
+                        }
+                    }
+                    if (done > 0) done = visit(w, element, inside);
+                    if (pushed) Py_CLEAR(w->numbers[--w->count]);
+                    w->path_len = saved;
+                }
+                Py_DECREF(element);
+                if (done <= 0) return done;
+            }
+        } else {
+            int admitted = admits(node, types, needs, bare);
+            if (admitted < 0) return -1;
+            if (admitted) {
+                int done = visit(w, node, inside);
+                if (done <= 0) return done;
+            }
+        }
+    }
+    return 1;
+}
+
+static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6 || !PyTuple_Check(args[1]) || !PyTuple_Check(args[3]) ||
+        !PyLong_Check(args[4]) || !PyType_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "walk(document, tree, numbered, call, slots, found_type)");
+        return NULL;
+    }
+    Py_ssize_t slots = PyLong_AsSsize_t(args[4]);
+    Walk *w = PyMem_Calloc(1, sizeof(Walk));
+    if (w == NULL) return PyErr_NoMemory();
+    w->found_type = (PyTypeObject *)args[5];
+    w->call = args[3];
+    w->numbered = PyObject_IsTrue(args[2]);
+    w->slots = PyList_New(slots);
+    PyObject *result = NULL;
+    if (w->slots == NULL) goto done;
+    for (Py_ssize_t i = 0; i < slots; i++) {
+        PyObject *list = PyList_New(0);
+        if (list == NULL) goto done;
+        PyList_SET_ITEM(w->slots, i, list);
+    }
+    int walked = visit(w, args[0], args[1]);
+    while (w->count > 0) Py_CLEAR(w->numbers[--w->count]);
+    if (walked < 0) goto done;
+    if (walked == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    result = PyList_New(0);
+    for (Py_ssize_t i = 0; result && i < slots; i++) {
+        PyObject *list = PyList_GET_ITEM(w->slots, i);
+        if (PyList_SetSlice(result, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, list) < 0) Py_CLEAR(result);
+    }
+done:
+    Py_XDECREF(w->slots);
+    PyMem_Free(w);
+    return result;
+}
+
+/* --- splice: edits into a document ----------------------------------------------------- */
+
+static PyObject *splice(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyBytes_Check(args[0]) || !PySequence_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "splice(document: bytes, edits)");
+        return NULL;
+    }
+    PyObject *edits = PySequence_Fast(args[1], "edits must be a sequence");
+    if (edits == NULL) return NULL;
+    const char *document = PyBytes_AS_STRING(args[0]);
+    Py_ssize_t size = PyBytes_GET_SIZE(args[0]), count = PySequence_Fast_GET_SIZE(edits);
+    Py_ssize_t total = size, at = 0;
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < count; i++) { /* check everything before writing anything */
+        PyObject *edit = PySequence_Fast_GET_ITEM(edits, i);
+        if (!PyTuple_Check(edit) || PyTuple_GET_SIZE(edit) != 3 ||
+            !PyBytes_Check(PyTuple_GET_ITEM(edit, 2))) {
+            PyErr_SetString(PyExc_TypeError, "an edit is (start, end, text: bytes)");
+            goto done;
+        }
+        Py_ssize_t start = PyLong_AsSsize_t(PyTuple_GET_ITEM(edit, 0));
+        Py_ssize_t end = PyLong_AsSsize_t(PyTuple_GET_ITEM(edit, 1));
+        if (PyErr_Occurred()) goto done;
+        if (start < at || end < start || end > size) {
+            PyErr_SetString(PyExc_ValueError, "edits must be sorted, apart and inside");
+            goto done;
+        }
+        total += PyBytes_GET_SIZE(PyTuple_GET_ITEM(edit, 2)) - (end - start);
+        at = end;
+    }
+    result = PyBytes_FromStringAndSize(NULL, total);
+    if (result == NULL) goto done;
+    char *out = PyBytes_AS_STRING(result);
+    at = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *edit = PySequence_Fast_GET_ITEM(edits, i), *text = PyTuple_GET_ITEM(edit, 2);
+        Py_ssize_t start = PyLong_AsSsize_t(PyTuple_GET_ITEM(edit, 0));
+        memcpy(out, document + at, start - at);
+        out += start - at;
+        memcpy(out, PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text));
+        out += PyBytes_GET_SIZE(text);
+        at = PyLong_AsSsize_t(PyTuple_GET_ITEM(edit, 1));
+    }
+    memcpy(out, document + at, size - at);
+done:
+    Py_DECREF(edits);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"parse", (PyCFunction)(void (*)(void))parse, METH_FASTCALL,
+     "parse(document, schema) -> (pruned, spans) | None: see toolid/prune.py."},
+    {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
+     "walk(document, tree, numbered, call, slots, found_type) -> list | None: "
+     "see toolid/positions.py."},
+    {"splice", (PyCFunction)(void (*)(void))splice, METH_FASTCALL,
+     "splice(document, edits) -> bytes: see toolid/body.py (apply)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "toolid._native", NULL, 0, methods};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    for (int c = 0x20; c < 0x80; c++) plain[c] = c != '"' && c != '\\';
+    _type_key = PyUnicode_InternFromString("type");
+    _index_key = PyUnicode_InternFromString("index");
+    if (_type_key == NULL || _index_key == NULL) return NULL;
+    return PyModule_Create(&module);
+}

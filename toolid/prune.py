@@ -1,0 +1,106 @@
+"""Parse only what the table reads, and learn where each id literal is (native accelerator).
+
+A history of 500 tool calls is a megabyte, nearly all of it tool output that toolid never
+reads. ``parse`` reads such a document with ``toolid._native`` (see ``toolid.native``): it
+validates every byte but keeps only the members on the way to id positions (plus ``type``,
+``index``, ``output_index`` and, in a request, ``stream``), and returns, for every id string
+it keeps, the span of its literal in the bytes. The table's walkers read the pruned document
+exactly as they read a full parse (every member a node names is kept, arrays keep every
+element), and the spans locate the literals with no search and no counting proof: the parser
+saw each literal where it stands.
+
+It vouches only for plain JSON: anything else (invalid JSON or UTF-8, escapes in kept
+strings or in any key, a key given twice in one object, objects of more than 64 members,
+surrogate escapes, NaN, integers beyond 64 bits where one is kept, deep nesting) gives None,
+and the caller parses in full, which decides: so toolid's output is the same with and without
+it, byte for byte. Without the extension ``parse`` always gives None.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from toolid import native
+from toolid.positions import _COMPILED, Doc, Position, _Each, _Key, _Step
+
+type Spec = int | Node  # LEAF, KEEP or a node
+type Node = tuple[tuple[tuple[bytes, str, Spec], ...], Node | None]  # (members, elements)
+type Spans = dict[tuple[int, str], tuple[int, int]]  # (id(object), key) -> literal's span
+
+LEAF: Final = 0  # an id's member: its string is kept, with the span of its literal
+KEEP: Final = 1  # a member the walker tests (type, index, ...): its scalar is kept
+
+_ROOT_MEMBERS: Final[dict[Doc, tuple[str, ...]]] = {
+    Doc.REQUEST: ("stream",),  # the addon reads it off the parsed request
+    Doc.RESPONSE: (),
+    Doc.EVENT: ("output_index", "index"),  # the call an event is about
+}
+
+
+def parse(document: bytes, schema: Node) -> tuple[Any, Spans] | None:
+    """The pruned ``document`` and the spans of its id literals, or None (see module doc)."""
+    if native.extension is None:
+        return None
+    result: tuple[Any, Spans] | None = native.extension.parse(document, schema)
+    return result
+
+
+# --- the schema: the table's steps as the members each object keeps ---------------------------
+
+
+type _Merged = dict[str, Any]  # key -> LEAF | KEEP | _Merged, plus "[]" -> elements' _Merged
+
+
+def _merge(into: _Merged, key: str, spec: int | _Merged) -> None:
+    if key not in into:
+        into[key] = spec
+        return
+    held = into[key]
+    if isinstance(held, dict) and isinstance(spec, dict):
+        for name, inner in spec.items():
+            _merge(held, name, inner)
+    elif held != spec:
+        raise ValueError(f"the table reads member {key!r} both as an id and as a container")
+
+
+def _steps(steps: tuple[_Step, ...]) -> _Merged:
+    """What an object reached with ``steps`` still to go keeps."""
+    step, rest = steps[0], steps[1:]
+    if isinstance(step, _Key):
+        if not rest:  # the object holding an id: destination rules read its type too
+            return {step.name: LEAF, "type": KEEP}
+        return {step.name: _steps(rest)}
+    if rest and isinstance(rest[0], _Each):
+        raise ValueError("arrays of arrays are not in the table")
+    element = _steps(rest)
+    _merge(element, "index", KEEP)  # numbers the call
+    if step.types is not None:
+        _merge(element, "type", KEEP)
+    merged: _Merged = {"[]": element}
+    for key, spec in element.items():  # an object is its own single element
+        _merge(merged, key, spec)
+    return merged
+
+
+def _node(merged: _Merged) -> Node:
+    members = tuple(
+        (key.encode(), key, spec if isinstance(spec, int) else _node(spec))
+        for key, spec in merged.items()
+        if key != "[]"
+    )
+    elements = merged.get("[]")
+    return (members, _node(elements) if elements is not None else None)
+
+
+def _schema(compiled: tuple[Position, ...], doc: Doc) -> Node:
+    merged: _Merged = {}
+    for position in compiled:
+        for key, spec in _steps(position.steps).items():
+            _merge(merged, key, spec)
+    for key in _ROOT_MEMBERS[doc]:
+        _merge(merged, key, KEEP)
+    return _node(merged)
+
+
+#: The schema of each API and kind of document.
+SCHEMAS: Final = {(api, doc): _schema(compiled, doc) for (api, doc), compiled in _COMPILED.items()}
