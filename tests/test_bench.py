@@ -133,10 +133,17 @@ def test_every_target_is_judged(report: dict[str, Any]) -> None:
     assert "memory.sse" in judged
 
 
-def test_without_orjson_the_library_parses_with_the_standard_library() -> None:
-    """``--no-orjson`` measures what a machine without the fast extra gets."""
+@pytest.mark.parametrize(
+    ("flag", "reported"),
+    [
+        ("--no-orjson", "(JSON: json (standard library);"),  # a machine without the fast extra
+        ("--no-native", "native accelerator: off)"),  # a machine without a C compiler
+    ],
+)
+def test_without_an_accelerator(flag: str, reported: str) -> None:
+    """``--no-orjson`` / ``--no-native`` measure what a machine without it gets."""
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--only", "library", "--no-orjson"],
+        [sys.executable, "-m", "bench", "--quick", "--only", "library", flag],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -144,18 +151,4 @@ def test_without_orjson_the_library_parses_with_the_standard_library() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "(JSON: json (standard library);" in done.stdout
-
-
-def test_without_the_native_accelerator() -> None:
-    """``--no-native`` measures what a machine without a C compiler gets."""
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--only", "library", "--no-native"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "native accelerator: off)" in done.stdout
+    assert reported in done.stdout

@@ -217,6 +217,9 @@ static int next_or_close(Scan *s, unsigned char close) {
     return -1;
 }
 
+/* What a container read stands for: its pruned form, or None when it was only validated. */
+static PyObject *result(PyObject *pruned) { return pruned ? pruned : Py_NewRef(Py_None); }
+
 /* The failure value: NULL, with no exception set when the document is simply not ours. */
 #define FAIL NULL
 
@@ -251,6 +254,14 @@ static int record_span(Scan *s, PyObject *holder, PyObject *name) {
     return ok;
 }
 
+/* Whether the key key[:size] is among the first count keys. */
+static int repeated(const unsigned char **keys, const Py_ssize_t *sizes, int count,
+                    const unsigned char *key, Py_ssize_t size) {
+    for (int i = 0; i < count; i++)
+        if (sizes[i] == size && memcmp(keys[i], key, size) == 0) return 1;
+    return 0;
+}
+
 /* An object (s->p after its '{'); node: a schema node, or NULL to validate only. */
 static PyObject *object(Scan *s, PyObject *node) {
     PyObject *members = node ? PyTuple_GET_ITEM(node, 0) : NULL;
@@ -259,7 +270,7 @@ static PyObject *object(Scan *s, PyObject *node) {
     skip_ws(s);
     if (s->p < s->end && *s->p == '}') {
         s->p++;
-        return pruned ? pruned : Py_NewRef(Py_None);
+        return result(pruned);
     }
     const unsigned char *keys[MAX_KEYS];
     Py_ssize_t sizes[MAX_KEYS];
@@ -267,38 +278,28 @@ static PyObject *object(Scan *s, PyObject *node) {
     for (;;) {
         int escaped;
         skip_ws(s);
-        if (s->p >= s->end || *s->p != '"' || !string(s, &escaped)) goto fail;
+        if (s->p >= s->end || *s->p != '"' || !string(s, &escaped)) break;
         const unsigned char *key = s->start + s->literal_start + 1;
         Py_ssize_t size = s->literal_end - s->literal_start - 2;
         /* A key spelled with escapes, or given twice, in any object: which member a parser
          * sees is the full parse's to say (and what toolid does then, its rewriter's). */
-        if (escaped || count == MAX_KEYS) goto fail;
-        for (int i = 0; i < count; i++)
-            if (sizes[i] == size && memcmp(keys[i], key, size) == 0) goto fail;
+        if (escaped || count == MAX_KEYS || repeated(keys, sizes, count, key, size)) break;
         keys[count] = key;
         sizes[count++] = size;
         PyObject *spec = NULL, *name = NULL;
         if (members) spec = spec_of(members, key, size, &name);
-        if (!expect(s, ':')) goto fail;
+        if (!expect(s, ':')) break;
         skip_ws(s);
         PyObject *item = value(s, spec);
-        if (item == NULL) goto fail;
-        if (spec) {
-            int ok = PyDict_SetItem(pruned, name, item) == 0;
-            if (ok && PyLong_Check(spec) && PyLong_AsLong(spec) == LEAF && PyUnicode_Check(item))
-                ok = record_span(s, pruned, name);
-            if (!ok) {
-                Py_DECREF(item);
-                goto fail;
-            }
-        }
+        if (item == NULL) break;
+        int ok = !spec || PyDict_SetItem(pruned, name, item) == 0;
+        if (ok && spec && PyLong_Check(spec) && PyLong_AsLong(spec) == LEAF && PyUnicode_Check(item))
+            ok = record_span(s, pruned, name);
         Py_DECREF(item);
-        int more = next_or_close(s, '}');
-        if (more > 0) continue;
-        if (more == 0) return pruned ? pruned : Py_NewRef(Py_None);
-        goto fail;
+        int more = ok ? next_or_close(s, '}') : -1;
+        if (more == 0) return result(pruned);
+        if (more < 0) break;
     }
-fail:
     Py_XDECREF(pruned);
     return FAIL;
 }
@@ -316,24 +317,19 @@ static PyObject *array(Scan *s, PyObject *node) {
     skip_ws(s);
     if (s->p < s->end && *s->p == ']') {
         s->p++;
-        return pruned ? pruned : Py_NewRef(Py_None);
+        return result(pruned);
     }
     for (;;) {
         skip_ws(s);
         int is_object = s->p < s->end && *s->p == '{';
         PyObject *item = value(s, is_object && elements ? elements : NULL);
-        if (item == NULL) goto fail;
-        if (pruned && PyList_Append(pruned, item) < 0) {
-            Py_DECREF(item);
-            goto fail;
-        }
+        if (item == NULL) break;
+        int ok = !pruned || PyList_Append(pruned, item) == 0;
         Py_DECREF(item);
-        int more = next_or_close(s, ']');
-        if (more > 0) continue;
-        if (more == 0) return pruned ? pruned : Py_NewRef(Py_None);
-        goto fail;
+        int more = ok ? next_or_close(s, ']') : -1;
+        if (more == 0) return result(pruned);
+        if (more < 0) break;
     }
-fail:
     Py_XDECREF(pruned);
     return FAIL;
 }
@@ -702,7 +698,8 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "toolid._native", NULL, 0, methods};
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, .m_name = "toolid._native", .m_size = 0, .m_methods = methods};
 
 PyMODINIT_FUNC PyInit__native(void) {
     for (int c = 0x20; c < 0x80; c++) plain[c] = c != '"' && c != '\\';
