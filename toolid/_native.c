@@ -30,7 +30,6 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <stdint.h>
 #include <string.h>
 
 #define LEAF 0
@@ -50,41 +49,36 @@ typedef struct {
 /* Bytes a string may hold as they are: printable ASCII but '"' and '\\'. */
 static unsigned char plain[256];
 
-/* The first byte at or after p that is not plain (or end): 16 bytes at a time with SSE2,
- * else 8 at a time. Strings are most of a body, and tool output is full of escapes. */
+/* The bytes of the 16 at p that are not plain, as a bit mask (bit k: p[k]); with SSE2 in one
+ * go, else byte by byte. Strings are most of a body, and tool output is full of escapes. */
+#if defined(__GNUC__) || defined(__clang__)
+#define lowest_bit(mask) __builtin_ctz(mask)
+#else
+static inline int lowest_bit(unsigned int mask) {
+    int k = 0;
+    while (!(mask & 1u)) mask >>= 1, k++;
+    return k;
+}
+#endif
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
-static inline const unsigned char *next_special(const unsigned char *p, const unsigned char *end) {
+static inline unsigned int specials16(const unsigned char *p) {
     const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
     const __m128i space = _mm_set1_epi8(0x20);
-    while (end - p >= 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)p);
-        /* signed: a byte at or above 0x80 is negative, so below 0x20 too */
-        __m128i special = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote),
-                                                     _mm_cmpeq_epi8(x, backslash)),
-                                       _mm_cmplt_epi8(x, space));
-        int mask = _mm_movemask_epi8(special);
-        if (mask) return p + __builtin_ctz((unsigned int)mask);
-        p += 16;
-    }
-    while (p < end && plain[*p]) p++;
-    return p;
+    __m128i x = _mm_loadu_si128((const __m128i *)p);
+    /* signed: a byte at or above 0x80 is negative, so below 0x20 too */
+    __m128i special = _mm_or_si128(
+        _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
+        _mm_cmplt_epi8(x, space));
+    return (unsigned int)_mm_movemask_epi8(special);
 }
 #else
-static inline const unsigned char *next_special(const unsigned char *p, const unsigned char *end) {
-    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-    while (end - p >= 8) {
-        uint64_t x, quote, backslash;
-        memcpy(&x, p, 8);
-        quote = x ^ (ones * '"');
-        backslash = x ^ (ones * '\\');
-        if (((((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) |
-              ((x - ones * 0x20) & ~x) | x) & highs) != 0)
-            break;
-        p += 8;
-    }
-    while (p < end && plain[*p]) p++;
-    return p;
+static inline unsigned int specials16(const unsigned char *p) {
+    unsigned int mask = 0;
+    for (int k = 0; k < 16; k++)
+        if (!plain[p[k]]) mask |= 1u << k;
+    return mask;
 }
 #endif
 
@@ -138,42 +132,66 @@ static int utf8(Scan *s) {
     return 1;
 }
 
-/* A string literal (s->p at its opening quote). Returns 1 and sets *escaped, or 0. */
+/* The byte at *at, which is not plain, inside a string: 1 (go on, *at moved past it), 2 (the
+ * string ended: s->p and s->literal_end set) or 0 (not a string this parser vouches for). */
+static inline int special(Scan *s, const unsigned char **at, int *escaped) {
+    const unsigned char *p = *at, *end = s->end;
+    unsigned char c = *p;
+    if (c == '"') {
+        s->p = p + 1;
+        s->literal_end = s->p - s->start;
+        return 2;
+    }
+    if (c == '\\') {
+        *escaped = 1;
+        if (end - p < 2) return 0;
+        unsigned char e = p[1];
+        if (e == 'u') {
+            unsigned int code;
+            if (end - p < 6 || !hex4(p + 2, &code)) return 0;
+            if (code >= 0xD800 && code <= 0xDFFF) return 0; /* surrogates: the full parse */
+            *at = p + 6;
+            return 1;
+        }
+        if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
+            e == 't') {
+            *at = p + 2;
+            return 1;
+        }
+        return 0;
+    }
+    if (c < 0x20) return 0;
+    s->p = p;
+    if (!utf8(s)) return 0;
+    *at = s->p;
+    return 1;
+}
+
+/* A string literal (s->p at its opening quote). Returns 1 and sets *escaped, or 0. The bytes
+ * are taken 16 at a time: the ones that are not plain (quotes, escapes, control and non-ASCII
+ * bytes) are handled in order from one mask, those an escape covers skipped. */
 static int string(Scan *s, int *escaped) {
     const unsigned char *p = s->p + 1, *end = s->end;
     s->literal_start = s->p - s->start;
     *escaped = 0;
     for (;;) {
-        p = next_special(p, end);
-        if (p >= end) return 0;
-        unsigned char c = *p;
-        if (c == '"') {
-            s->p = p + 1;
-            s->literal_end = s->p - s->start;
-            return 1;
-        }
-        if (c == '\\') {
-            *escaped = 1;
-            if (end - p < 2) return 0;
-            unsigned char e = p[1];
-            if (e == 'u') {
-                unsigned int code;
-                if (end - p < 6 || !hex4(p + 2, &code)) return 0;
-                if (code >= 0xD800 && code <= 0xDFFF) return 0; /* surrogates: the full parse */
-                p += 6;
-            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
-                       e == 'r' || e == 't') {
-                p += 2;
-            } else {
-                return 0;
+        while (end - p >= 16) {
+            const unsigned char *block = p;
+            unsigned int mask = specials16(block);
+            while (mask) {
+                const unsigned char *at = block + lowest_bit(mask);
+                mask &= mask - 1;
+                if (at < p) continue; /* covered by the escape or character before it */
+                p = at;
+                int done = special(s, &p, escaped);
+                if (done != 1) return done == 2;
             }
-        } else if (c < 0x20) {
-            return 0;
-        } else {
-            s->p = p;
-            if (!utf8(s)) return 0;
-            p = s->p;
+            if (p < block + 16) p = block + 16;
         }
+        while (p < end && plain[*p]) p++;
+        if (p >= end) return 0;
+        int done = special(s, &p, escaped);
+        if (done != 1) return done == 2;
     }
 }
 

@@ -5,10 +5,11 @@ any), works out their new values, and locates their string literals in the origi
 ``apply`` splices the new literals in. Every other byte (key order, spacing, number
 spelling, escapes) stays as it was; a document with nothing to change is returned as is.
 
-Locating: the parsed document tells *which* ids change; the bytes tell *where*. Ids of
-printable ASCII are first looked for as plain strings with byte searches and proved by
-counting (``_locate_plainly``); otherwise a regex finds each ``"key": "literal"`` pair. A pair
-whose opening quote is not escaped is
+Locating: with the native accelerator, the parser that read the document reports where each
+id literal is (``toolid.prune``), and nothing needs finding. Otherwise the parsed document
+tells *which* ids change; the bytes tell *where*. Ids of printable ASCII are first looked for
+as plain strings with byte searches and proved by counting (``_locate_plainly``); otherwise a
+regex finds each ``"key": "literal"`` pair. A pair whose opening quote is not escaped is
 structural (in valid JSON, a real quote followed by a bare key name opens that key), so
 when the number of such pairs for an id equals the number of table positions holding
 it, they are exactly those positions. Otherwise (the same id also sits under an id-like

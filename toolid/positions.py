@@ -12,7 +12,8 @@ result, an event about a call). Each id found in a response or event also carrie
 number of the call it belongs to (choice and tool-call index, Responses output_index,
 Messages content-block index), so every mention of one call can get one client id.
 This module is data plus the walker that reads it (the table compiled once into one
-generated function per API and kind of document); it knows nothing of bytes.
+generated function per API and kind of document, and walked in C instead when the native
+accelerator is built: ``toolid.native``); it knows nothing of bytes.
 """
 
 from __future__ import annotations
