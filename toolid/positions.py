@@ -299,6 +299,7 @@ class Tree(NamedTuple):
 
 
 def _tree(branches: list[_Branch]) -> Tree:
+    """The ``Tree`` of ``branches``: their leaves, and the rest grouped by their next step."""
     groups: dict[_Step, list[_Branch]] = {}
     leaves: list[tuple[str, int, Role]] = []
     for steps, slot, role in branches:
