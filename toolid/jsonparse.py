@@ -2,9 +2,10 @@
 
 orjson (the optional ``toolid[fast]`` extra) parses two to three times faster, and the parse is
 most of what rewriting a large body costs. Both give the same strings, objects and arrays, which
-is all toolid reads (ids, ``type`` members, the shape). What orjson refuses and the standard library reads (NaN and Infinity, floats
-out of range, lone surrogates, a byte order mark, very deep nesting, raw surrogate bytes) goes to
-the standard library; errors always come from the standard library. One difference remains:
+is all toolid reads (ids, ``type`` members, the shape). What orjson refuses and the standard
+library reads (NaN and Infinity, floats out of range, lone surrogates, a byte order mark, very
+deep nesting, raw surrogate bytes) goes to the standard library; errors always come from the
+standard library. One difference remains:
 orjson reads integers beyond 64 bits as floats, and so, with orjson on, does the standard
 library when it reads what orjson refused (so that two parses always compare alike, whichever
 parser took each: a rewritten body is proved by comparing its parse with the original's).

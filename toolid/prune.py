@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from toolid import native
-from toolid.positions import _COMPILED, Doc, Position, _Each, _Key, _Step
+from toolid.positions import TREES, Doc, Tree
 
 type Spec = int | Node  # LEAF, KEEP or a node
 type Node = tuple[tuple[tuple[bytes, str, Spec], ...], Node | None]  # (members, elements)
@@ -45,7 +45,7 @@ def parse(document: bytes, schema: Node) -> tuple[Any, Spans] | None:
     return result
 
 
-# --- the schema: the table's steps as the members each object keeps ---------------------------
+# --- the schema: the table's tree as the members each object keeps ----------------------------
 
 
 type _Merged = dict[str, Any]  # key -> LEAF | KEEP | _Merged, plus "[]" -> elements' _Merged
@@ -63,22 +63,24 @@ def _merge(into: _Merged, key: str, spec: int | _Merged) -> None:
         raise ValueError(f"the table reads member {key!r} both as an id and as a container")
 
 
-def _steps(steps: tuple[_Step, ...]) -> _Merged:
-    """What an object reached with ``steps`` still to go keeps."""
-    step, rest = steps[0], steps[1:]
-    if isinstance(step, _Key):
-        if not rest:  # the object holding an id: destination rules read its type too
-            return {step.name: LEAF, "type": KEEP}
-        return {step.name: _steps(rest)}
-    if rest and isinstance(rest[0], _Each):
-        raise ValueError("arrays of arrays are not in the table")
-    element = _steps(rest)
-    _merge(element, "index", KEEP)  # numbers the call
-    if step.types is not None:
-        _merge(element, "type", KEEP)
-    merged: _Merged = {"[]": element}
-    for key, spec in element.items():  # an object is its own single element
-        _merge(merged, key, spec)
+def _keeps(tree: Tree) -> _Merged:
+    """What an object at ``tree`` keeps (arrays there: what their objects keep, under "[]")."""
+    merged: _Merged = {}
+    for key, _, _ in tree.leaves:
+        _merge(merged, key, LEAF)
+        _merge(merged, "type", KEEP)  # the object holding an id: destination rules read it
+    for key, inside in tree.members:
+        _merge(merged, key, _keeps(inside))
+    for types, _, _, inside in tree.elements:
+        if inside.elements:
+            raise ValueError("arrays of arrays are not in the table")
+        element = _keeps(inside)
+        _merge(element, "index", KEEP)  # numbers the call
+        if types is not None:
+            _merge(element, "type", KEEP)
+        _merge(merged, "[]", element)
+        for key, spec in element.items():  # an object is its own single element
+            _merge(merged, key, spec)
     return merged
 
 
@@ -92,15 +94,12 @@ def _node(merged: _Merged) -> Node:
     return (members, _node(elements) if elements is not None else None)
 
 
-def _schema(compiled: tuple[Position, ...], doc: Doc) -> Node:
-    merged: _Merged = {}
-    for position in compiled:
-        for key, spec in _steps(position.steps).items():
-            _merge(merged, key, spec)
+def _schema(tree: Tree, doc: Doc) -> Node:
+    merged = _keeps(tree)
     for key in _ROOT_MEMBERS[doc]:
         _merge(merged, key, KEEP)
     return _node(merged)
 
 
 #: The schema of each API and kind of document.
-SCHEMAS: Final = {(api, doc): _schema(compiled, doc) for (api, doc), compiled in _COMPILED.items()}
+SCHEMAS: Final = {(api, doc): _schema(tree, doc) for (api, doc), tree in TREES.items()}
