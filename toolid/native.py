@@ -1,11 +1,12 @@
 """The optional native accelerator, ``toolid._native`` (C, in toolid/_native.c).
 
 It is built with toolid when a C compiler is there (``setup.py``; ``scripts/proxy`` and
-``scripts/test`` build it into ``.venv``) and does two things the pure-Python path also does,
-faster: it parses a document keeping only what the table reads, with the span of each id
-literal (``toolid.prune``), and it walks a parsed document for the table's positions
-(``toolid.positions.find_ids``). Both give exactly what the Python code gives, or None for
-anything they do not vouch for, and the Python code decides; the tests run both ways.
+``scripts/test`` build it into ``.venv``) and does three things the pure-Python path also
+does, faster: it parses a document keeping only what the table reads, with the span of each
+id literal (``toolid.prune``); it walks a parsed document for the table's positions
+(``toolid.positions.find_ids``); it splices edits into a document (``toolid.body.apply``).
+Each gives exactly what the Python code gives, or None for anything it does not vouch for,
+and the Python code decides; the tests run both ways.
 
 Without it (no compiler, another Python's build, or ``TOOLID_NATIVE=off`` in the
 environment) ``extension`` is None and everything runs as pure Python.

@@ -268,7 +268,7 @@ def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
     if native.extension is not None:
         tree = TREES[(api, doc)]
         found_natively: list[Found] | None = native.extension.walk(
-            document, tree, doc is not Doc.REQUEST, root, count, Found
+            document, tree, _numbered(doc), root, count, Found
         )
         if found_natively is not None:
             return found_natively
@@ -467,8 +467,15 @@ TREES: Final[dict[tuple[Api, Doc], Tree]] = {
     key: _tree([(p.steps, slot, p.role) for slot, p in enumerate(compiled)])
     for key, compiled in _COMPILED.items()
 }
+
+
+def _numbered(doc: Doc) -> bool:
+    """Whether the ids of ``doc`` carry call numbers (a request's calls are not numbered)."""
+    return doc is not Doc.REQUEST
+
+
 _WALKERS: Final[dict[tuple[Api, Doc], tuple[_Walk, int]]] = {
-    (api, doc): (_compile_walk(tree, doc is not Doc.REQUEST), len(_COMPILED[(api, doc)]))
+    (api, doc): (_compile_walk(tree, _numbered(doc)), len(_COMPILED[(api, doc)]))
     for (api, doc), tree in TREES.items()
 }
 
