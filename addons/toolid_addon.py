@@ -35,7 +35,7 @@ from toolid.apis import api_from_path
 from toolid.body import Change, Direction, Policy, RewriteError
 from toolid.codec import Profile
 from toolid.occurrence import NOTHING_TAKEN, CallIds, Taken
-from toolid.positions import DEFINES, Api, Doc
+from toolid.positions import Api, Doc
 from toolid.stream import DEFAULT_MAX_EVENT_BYTES, StreamRewriter
 
 logger = logging.getLogger(__name__)
@@ -280,8 +280,9 @@ class ToolId:
             request.headers["accept-encoding"] = "identity"
         if plan.api is not None:
             self._record(flow)["api"] = plan.api.value
-        if plan.found is not None:  # the request was read already: its definitions are known
-            self._taken[flow] = Taken.of(f.value for f in plan.found if f.role is DEFINES)
+        defined = plan.definitions()
+        if defined is not None:  # the request was read already: its definitions are known
+            self._taken[flow] = Taken.of(defined)
         else:
             self._taken[flow] = Taken(content, plan.api or api)
 

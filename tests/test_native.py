@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from tests.fuzz.strategies import INVALID_UTF8
 from tests.fuzz.test_fuzz_body import chaos_case
 from tests.test_jsonparse import stdlib_only
-from toolid import body, jsonparse, native, prune
-from toolid.body import Edit
-from toolid.positions import Api, Doc, find_ids
+from toolid import body, codec, jsonparse, native, prune
+from toolid.body import Direction, Edit, Policy
+from toolid.positions import DEFINES, Api, Doc, find_ids
 
 
 def _full(document: bytes) -> Any:
@@ -83,6 +83,75 @@ def test_every_prefix_and_any_byte_changed(case: Any, data: st.DataObject) -> No
 )
 def test_any_bytes(document: bytes, api: Api, doc: Doc) -> None:
     assert_vouched(document, api, doc)
+
+
+def assert_restores_as_python(document: bytes, api: Api) -> None:
+    """The fused restore (``_native.restore``) gives the edits, changes and definitions that
+    the walk and ``body._changes`` give, in the same order."""
+    pruned = prune.parse(document, prune.SCHEMAS[(api, Doc.REQUEST)])
+    if pruned is None:
+        return
+    parsed, spans = pruned
+    try:
+        plan = body.plan(document, api, Doc.REQUEST, Policy(Direction.DECODE))
+    except body.RewriteError as exc:
+        with pytest.raises(body.RewriteError, match=str(exc)):
+            _python_restore(parsed, spans, api)
+        return
+    if plan is body.NOTHING:  # nothing to restore, by the byte check alone
+        assert b"tid1_" not in document
+        return
+    assert plan.found is None, "the fused restore was not taken"
+    assert (plan.edits, plan.changes, plan.definitions()) == _python_restore(parsed, spans, api)
+
+
+def _python_restore(parsed: Any, spans: prune.Spans, api: Api) -> tuple[Any, ...]:
+    found = find_ids(parsed, api, Doc.REQUEST)
+    changes, targets = body._changes(found, api, Policy(Direction.DECODE), None)
+    edits = sorted(
+        Edit(*spans[(id(holder), key)], body._literal(new))
+        for holder, key, _, new in targets.members
+    )
+    defined = frozenset(f.value for f in found if f.role is DEFINES)
+    return tuple(edits), changes, defined
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=chaos_case(), api=st.sampled_from(list(Api)))
+def test_the_fused_restore_is_the_python_one(case: Any, api: Api) -> None:
+    document, its_api, doc, policy, _ = case
+    if doc is Doc.REQUEST and policy.direction is Direction.DECODE:  # client ids, all over
+        assert_restores_as_python(document, its_api)
+    assert_restores_as_python(document, api)  # and any document, read as any API's request
+
+
+def test_the_fused_restore_on_a_history() -> None:
+    raw = ["functions.get_weather:0", "sessions_history:183", "\u00e9t\u00e9", "call_0"]
+    calls = [codec.encode(json.loads(f'"{r}"')) for r in raw]
+    tagged = codec.encode("call_0", occurrence=2)
+    messages = [  # two turns: the positions of one walk step are not together in the bytes
+        {"role": "assistant", "tool_calls": [{"id": c, "type": "function"} for c in calls[:2]]},
+        *({"role": "tool", "tool_call_id": c, "content": "x"} for c in calls[:2]),
+        {"role": "assistant", "tool_calls": [{"id": c, "type": "function"} for c in calls[2:]]},
+        *({"role": "tool", "tool_call_id": c, "content": "x"} for c in [*calls[2:], tagged]),
+        {"role": "tool", "tool_call_id": calls[0], "content": "again"},
+    ]
+    document = json.dumps({"messages": messages}).encode()
+    assert_restores_as_python(document, Api.CHAT)
+    plan = body.plan(document, Api.CHAT, Doc.REQUEST, Policy(Direction.DECODE))
+    assert len(plan.edits) == len(plan.changes) == 8  # call_0 is no client id: kept
+    assert plan.definitions() == frozenset(calls)
+
+
+def test_the_fused_restore_sorts_its_edits() -> None:
+    """Each walk step goes through all of ``input``: its finds are not in byte order."""
+    item, call = codec.encode("fc.1"), codec.encode("call.1")
+    document = json.dumps(
+        {"input": [{"type": "function_call", "id": item, "call_id": call}] * 2}
+    ).encode()
+    assert_restores_as_python(document, Api.RESPONSES)
+    plan = body.plan(document, Api.RESPONSES, Doc.REQUEST, Policy(Direction.DECODE))
+    assert [edit.text for edit in plan.edits] == [b'"fc.1"', b'"call.1"'] * 2
 
 
 @pytest.mark.parametrize(

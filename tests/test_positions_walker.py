@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tests.test_jsonparse import stdlib_only
 from toolid.positions import (
     _COMPILED,
-    _EVENT_CALL_NUMBERS,
+    EVENT_CALL_NUMBERS,
     Api,
     Call,
     Doc,
@@ -56,7 +56,7 @@ def reference(document: Any, api: Api, doc: Doc) -> list[Found]:
     root: Call = ()
     if doc is Doc.EVENT and isinstance(document, dict):
         root = next(
-            ((n,) for name in _EVENT_CALL_NUMBERS if type(n := document.get(name)) is int), ()
+            ((n,) for name in EVENT_CALL_NUMBERS if type(n := document.get(name)) is int), ()
         )
     for position in _COMPILED[(api, doc)]:
         _walk(document, root, position, doc, found)

@@ -8,6 +8,29 @@
  *   What positions.find_ids finds in a parsed document (toolid/positions.py: Tree), exactly
  *   as its generated Python walker does.
  *
+ * restore(document, tree, spans, decode, roles, types) -> (edits, changes, defined) | None
+ *   body's restore of every client id in a pruned request (no destination rules), fused with
+ *   the walk: decode(value) gives None or (raw id, its literal); the edits (sorted, each
+ *   position once) and the changes come in the order body's Python path makes them, and
+ *   defined holds the values at definition positions. roles = (DEFINES, "restored"),
+ *   types = (Change, Edit). None: as walk, or an id literal without a span.
+ *
+ * encode(buffer, start, end, *encoder) -> (edits, changes) | None
+ *   encoder = (table, client_id, literal, calls_first, types, words) (body.native_encoder):
+ *   body's encode of the ids of the document buffer[start:end], fused: parse (spans count
+ *   from the buffer's start), walk (table = (schema, tree, roots, numbered, slots); the root
+ *   call from the first int member named in roots), then, in the order of body._changes
+ *   (sorted by calls_first), client_id(found)
+ *   for each find; the changes, and an edit (literal(client id)) for each member that
+ *   changes, sorted. types = (Found, Change, Edit), words = ("encoded",). None: not ours.
+ *
+ * sse_encode(buffer, hits, changes, fallback, *encoder) -> (out: bytes, rest: int)
+ *   stream.StreamRewriter's framing and encoding of a piece of an SSE stream whose line
+ *   endings are all LF: the events between the marker hits (sorted offsets) go out as they
+ *   are, each event with a hit is encoded (one "data: " line: here, its changes appended to
+ *   changes; any other: by fallback(event) -> bytes). out: what goes out; buffer[rest:] is
+ *   an incomplete event, held by the caller.
+ *
  * splice(document: bytes, edits) -> bytes
  *   body.apply: the (start, end, text) edits, sorted and apart, spliced into the document.
  *
@@ -37,7 +60,7 @@
 #define MAX_DEPTH 200
 #define MAX_KEYS 64 /* members of one object told apart without a hash */
 
-static PyObject *_type_key, *_index_key; /* "type", "index" */
+static PyObject *_type_key, *_index_key, *_empty; /* "type", "index", "" */
 
 typedef struct {
     const unsigned char *start, *p, *end;
@@ -397,37 +420,49 @@ static PyObject *value(Scan *s, PyObject *spec) {
     return FAIL;
 }
 
+/* Parse buffer[start:end] (spans count from the buffer's start): 1 and *pruned, *spans set;
+ * 0: not ours; -1: an error. */
+static int parse_range(const unsigned char *buffer, Py_ssize_t start, Py_ssize_t end,
+                       PyObject *schema, PyObject **pruned, PyObject **spans) {
+    Scan s = {buffer, buffer + start, buffer + end, PyDict_New(), 0, 0, 0};
+    *pruned = NULL;
+    *spans = NULL;
+    if (s.spans == NULL) return -1;
+    int done = 0;
+    if (expect(&s, '{')) {
+        s.depth = 1;
+        PyObject *object_read = object(&s, schema);
+        if (object_read != NULL) {
+            skip_ws(&s);
+            if (s.p == s.end) {
+                *pruned = object_read;
+                *spans = s.spans;
+                return 1;
+            }
+            Py_DECREF(object_read);
+        }
+    }
+    if (PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+            PyErr_Clear(); /* cannot happen for validated UTF-8; not ours either way */
+        else
+            done = -1;
+    }
+    Py_DECREF(s.spans);
+    return done;
+}
+
 static PyObject *parse(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     Py_buffer document;
     if (nargs != 2 || !PyTuple_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "parse(document: bytes, schema: tuple)");
         return NULL;
     }
-    PyObject *schema = args[1];
     if (PyObject_GetBuffer(args[0], &document, PyBUF_SIMPLE) < 0) return NULL;
-    Scan s = {document.buf, document.buf, (const unsigned char *)document.buf + document.len,
-              PyDict_New(), 0, 0, 0};
-    PyObject *result = NULL;
-    if (s.spans == NULL) goto done;
-    if (!expect(&s, '{')) goto not_ours;
-    s.depth = 1;
-    PyObject *pruned = object(&s, schema);
-    if (pruned == NULL) goto not_ours;
-    skip_ws(&s);
-    if (s.p != s.end) {
-        Py_DECREF(pruned);
-        goto not_ours;
-    }
-    result = Py_BuildValue("(NO)", pruned, s.spans);
-    goto done;
-not_ours:
-    if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
-    else if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-        PyErr_Clear(); /* cannot happen for validated UTF-8; not ours either way */
-        result = Py_NewRef(Py_None);
-    }
-done:
-    Py_XDECREF(s.spans);
+    PyObject *pruned, *spans, *result = NULL;
+    int done = parse_range(document.buf, 0, document.len, args[1], &pruned, &spans);
+    if (done > 0) result = Py_BuildValue("(NN)", pruned, spans);
+    else if (done == 0) result = Py_NewRef(Py_None);
     PyBuffer_Release(&document);
     return result;
 }
@@ -438,14 +473,17 @@ done:
 #define MAX_NUMBERS 64
 
 typedef struct {
-    PyTypeObject *found_type;
-    PyObject *slots; /* a list of lists, one per position */
-    PyObject *call;  /* the root call (a tuple) */
+    PyTypeObject *found_type; /* walk: Found; restore: Change */
+    PyObject *slots;          /* a list of lists, one per position */
+    PyObject *call;           /* the root call (a tuple) */
     int numbered;
     char path[PATH_SIZE];
     Py_ssize_t path_len;
     PyObject *numbers[MAX_NUMBERS]; /* owned */
     int count;
+    /* restore only (decode is NULL for walk) */
+    PyObject *decode, *spans, *defines, *restored, *edits, *defined;
+    PyTypeObject *edit_type;
 } Walk;
 
 static int push_path(Walk *w, const char *text, Py_ssize_t size, int member) {
@@ -457,8 +495,73 @@ static int push_path(Walk *w, const char *text, Py_ssize_t size, int member) {
     return 1;
 }
 
+static PyObject *path_of(Walk *w, PyObject *key) {
+    Py_ssize_t size, saved = w->path_len;
+    const char *text = PyUnicode_AsUTF8AndSize(key, &size);
+    if (text == NULL) return NULL;
+    if (!push_path(w, text, size, 1)) return Py_NewRef(Py_None);
+    PyObject *path = PyUnicode_DecodeUTF8(w->path, w->path_len, "strict");
+    w->path_len = saved;
+    return path;
+}
+
+/* A restore at one position: the change and the edit, if decode changes the value. */
+static int restore_at(Walk *w, PyObject *node, PyObject *key, PyObject *value, PyObject *role,
+                      Py_ssize_t slot) {
+    if (role == w->defines && PyList_Append(w->defined, value) < 0) return -1;
+    PyObject *decoded = PyObject_CallOneArg(w->decode, value);
+    if (decoded == NULL) return -1;
+    if (decoded == Py_None) {
+        Py_DECREF(decoded);
+        return 1;
+    }
+    int done = -1;
+    PyObject *address = NULL, *member = NULL, *path = NULL, *edit = NULL, *change = NULL;
+    if (!PyTuple_Check(decoded) || PyTuple_GET_SIZE(decoded) != 2) {
+        PyErr_SetString(PyExc_TypeError, "decode gives None or (raw, literal)");
+        goto done;
+    }
+    address = PyLong_FromVoidPtr(node);
+    member = address ? PyTuple_Pack(2, address, key) : NULL;
+    if (member == NULL) goto done;
+    PyObject *span = PyDict_GetItemWithError(w->spans, member);
+    if (span == NULL || !PyTuple_Check(span) || PyTuple_GET_SIZE(span) != 2) {
+        done = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    path = path_of(w, key);
+    if (path == NULL || path == Py_None) {
+        done = path ? 0 : -1;
+        goto done;
+    }
+    edit = w->edit_type->tp_alloc(w->edit_type, 3);
+    change = w->found_type->tp_alloc(w->found_type, 6);
+    if (edit == NULL || change == NULL) goto done;
+    PyTuple_SET_ITEM(edit, 0, Py_NewRef(PyTuple_GET_ITEM(span, 0)));
+    PyTuple_SET_ITEM(edit, 1, Py_NewRef(PyTuple_GET_ITEM(span, 1)));
+    PyTuple_SET_ITEM(edit, 2, Py_NewRef(PyTuple_GET_ITEM(decoded, 1)));
+    PyTuple_SET_ITEM(change, 0, Py_NewRef(path));
+    PyTuple_SET_ITEM(change, 1, Py_NewRef(PyTuple_GET_ITEM(decoded, 0)));
+    PyTuple_SET_ITEM(change, 2, Py_NewRef(value));
+    PyTuple_SET_ITEM(change, 3, Py_NewRef(w->restored));
+    PyTuple_SET_ITEM(change, 4, Py_NewRef(_empty));
+    PyTuple_SET_ITEM(change, 5, Py_NewRef(_empty));
+    if (PyList_Append(w->edits, edit) == 0 &&
+        PyList_Append(PyList_GET_ITEM(w->slots, slot), change) == 0)
+        done = 1;
+done:
+    Py_DECREF(decoded);
+    Py_XDECREF(address);
+    Py_XDECREF(member);
+    Py_XDECREF(path);
+    Py_XDECREF(edit);
+    Py_XDECREF(change);
+    return done;
+}
+
 static int emit(Walk *w, PyObject *node, PyObject *key, PyObject *value, PyObject *role,
                 Py_ssize_t slot) {
+    if (w->decode != NULL) return restore_at(w, node, key, value, role, slot);
     Py_ssize_t size, saved = w->path_len;
     const char *text = PyUnicode_AsUTF8AndSize(key, &size);
     if (text == NULL) return -1;
@@ -617,6 +720,34 @@ static int visit(Walk *w, PyObject *node, PyObject *tree) {
     return 1;
 }
 
+/* The walk from the root: each position's finds (Found, or Change in a restore) in table
+ * order, or None (not ours); NULL: an error. */
+static PyObject *walk_all(Walk *w, PyObject *document, PyObject *tree, Py_ssize_t slots) {
+    PyObject *result = NULL;
+    w->slots = PyList_New(slots);
+    if (w->slots == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < slots; i++) {
+        PyObject *list = PyList_New(0);
+        if (list == NULL) goto done;
+        PyList_SET_ITEM(w->slots, i, list);
+    }
+    int walked = visit(w, document, tree);
+    while (w->count > 0) Py_CLEAR(w->numbers[--w->count]);
+    if (walked < 0) goto done;
+    if (walked == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    result = PyList_New(0);
+    for (Py_ssize_t i = 0; result && i < slots; i++) {
+        PyObject *list = PyList_GET_ITEM(w->slots, i);
+        if (PyList_SetSlice(result, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, list) < 0) Py_CLEAR(result);
+    }
+done:
+    Py_CLEAR(w->slots);
+    return result;
+}
+
 static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 6 || !PyTuple_Check(args[1]) || !PyTuple_Check(args[3]) ||
         !PyLong_Check(args[4]) || !PyType_Check(args[5])) {
@@ -630,29 +761,392 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     w->found_type = (PyTypeObject *)args[5];
     w->call = args[3];
     w->numbered = PyObject_IsTrue(args[2]);
-    w->slots = PyList_New(slots);
-    PyObject *result = NULL;
-    if (w->slots == NULL) goto done;
-    for (Py_ssize_t i = 0; i < slots; i++) {
-        PyObject *list = PyList_New(0);
-        if (list == NULL) goto done;
-        PyList_SET_ITEM(w->slots, i, list);
+    PyObject *result = walk_all(w, args[0], args[1], slots);
+    PyMem_Free(w);
+    return result;
+}
+
+/* Sort the edits by where they start, each position once (two finds of one member). */
+static int sorted_apart(PyObject *edits) {
+    if (PyList_Sort(edits) < 0) return -1;
+    Py_ssize_t kept = 0, n = PyList_GET_SIZE(edits);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *edit = PyList_GET_ITEM(edits, i);
+        if (kept > 0) {
+            PyObject *last = PyList_GET_ITEM(edits, kept - 1);
+            int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(last, 0),
+                                                PyTuple_GET_ITEM(edit, 0), Py_EQ);
+            if (same < 0) return -1;
+            if (same) continue;
+        }
+        if (kept != i) {
+            Py_INCREF(edit);
+            PyList_SetItem(edits, kept, edit); /* steals; drops the one there */
+        }
+        kept++;
     }
-    int walked = visit(w, args[0], args[1]);
-    while (w->count > 0) Py_CLEAR(w->numbers[--w->count]);
-    if (walked < 0) goto done;
-    if (walked == 0) {
-        result = Py_NewRef(Py_None);
+    return PyList_SetSlice(edits, kept, n, NULL);
+}
+
+static PyObject *restore(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7 || !PyTuple_Check(args[1]) || !PyDict_Check(args[2]) ||
+        !PyTuple_Check(args[4]) || PyTuple_GET_SIZE(args[4]) != 2 || !PyTuple_Check(args[5]) ||
+        PyTuple_GET_SIZE(args[5]) != 2 || !PyType_Check(PyTuple_GET_ITEM(args[5], 0)) ||
+        !PyType_Check(PyTuple_GET_ITEM(args[5], 1)) || !PyLong_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "restore(document, tree, spans, decode, roles, types, slots)");
+        return NULL;
+    }
+    Walk *w = PyMem_Calloc(1, sizeof(Walk));
+    if (w == NULL) return PyErr_NoMemory();
+    w->spans = args[2];
+    w->decode = args[3];
+    w->defines = PyTuple_GET_ITEM(args[4], 0);
+    w->restored = PyTuple_GET_ITEM(args[4], 1);
+    w->found_type = (PyTypeObject *)PyTuple_GET_ITEM(args[5], 0);
+    w->edit_type = (PyTypeObject *)PyTuple_GET_ITEM(args[5], 1);
+    w->edits = PyList_New(0);
+    w->defined = PyList_New(0);
+    PyObject *result = NULL, *changes = NULL;
+    if (w->edits == NULL || w->defined == NULL) goto done;
+    changes = walk_all(w, args[0], args[1], PyLong_AsSsize_t(args[6]));
+    if (changes == NULL || changes == Py_None) {
+        result = changes;
+        changes = NULL;
         goto done;
     }
-    result = PyList_New(0);
-    for (Py_ssize_t i = 0; result && i < slots; i++) {
-        PyObject *list = PyList_GET_ITEM(w->slots, i);
-        if (PyList_SetSlice(result, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, list) < 0) Py_CLEAR(result);
-    }
+    if (sorted_apart(w->edits) < 0) goto done;
+    result = PyTuple_Pack(3, w->edits, changes, w->defined);
 done:
-    Py_XDECREF(w->slots);
+    Py_XDECREF(changes);
+    Py_XDECREF(w->edits);
+    Py_XDECREF(w->defined);
     PyMem_Free(w);
+    return result;
+}
+
+/* --- encode: the ids of one response or event, made safe --------------------------------- */
+
+/* What encoding reads: the table and body's callbacks (see encode's comment at the top). */
+typedef struct {
+    PyObject *schema, *tree, *roots, *client_id, *literal, *calls_first, *encoded;
+    int numbered;
+    Py_ssize_t slots;
+    PyTypeObject *found_type, *change_type, *edit_type;
+} Encoder;
+
+/* Read kit = (table, client_id, literal, calls_first, types, words); 0 on a TypeError. */
+static int encoder_from(Encoder *e, PyObject *const *kit) {
+    PyObject *table = kit[0], *types = kit[4], *words = kit[5];
+    if (!PyTuple_Check(table) || PyTuple_GET_SIZE(table) != 5 ||
+        !PyTuple_Check(PyTuple_GET_ITEM(table, 0)) || !PyTuple_Check(PyTuple_GET_ITEM(table, 1)) ||
+        !PyTuple_Check(PyTuple_GET_ITEM(table, 2)) || !PyLong_Check(PyTuple_GET_ITEM(table, 4)) ||
+        !PyTuple_Check(types) || PyTuple_GET_SIZE(types) != 3 ||
+        !PyType_Check(PyTuple_GET_ITEM(types, 0)) || !PyType_Check(PyTuple_GET_ITEM(types, 1)) ||
+        !PyType_Check(PyTuple_GET_ITEM(types, 2)) || !PyTuple_Check(words) ||
+        PyTuple_GET_SIZE(words) != 1) {
+        PyErr_SetString(PyExc_TypeError,
+                        "the encoder is ((schema, tree, roots, numbered, slots), client_id, "
+                        "literal, calls_first, (Found, Change, Edit), (\"encoded\",))");
+        return 0;
+    }
+    e->schema = PyTuple_GET_ITEM(table, 0);
+    e->tree = PyTuple_GET_ITEM(table, 1);
+    e->roots = PyTuple_GET_ITEM(table, 2);
+    e->numbered = PyObject_IsTrue(PyTuple_GET_ITEM(table, 3));
+    e->slots = PyLong_AsSsize_t(PyTuple_GET_ITEM(table, 4));
+    e->client_id = kit[1];
+    e->literal = kit[2];
+    e->calls_first = kit[3];
+    e->found_type = (PyTypeObject *)PyTuple_GET_ITEM(types, 0);
+    e->change_type = (PyTypeObject *)PyTuple_GET_ITEM(types, 1);
+    e->edit_type = (PyTypeObject *)PyTuple_GET_ITEM(types, 2);
+    e->encoded = PyTuple_GET_ITEM(words, 0);
+    return e->numbered >= 0 && !PyErr_Occurred();
+}
+
+/* The root call of an event: its first int member among names (positions.find_ids). */
+static PyObject *root_call(PyObject *document, PyObject *names) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        PyObject *number = PyDict_GetItemWithError(document, PyTuple_GET_ITEM(names, i));
+        if (number == NULL && PyErr_Occurred()) return NULL;
+        if (number != NULL && PyLong_CheckExact(number)) return PyTuple_Pack(1, number);
+    }
+    return PyTuple_New(0);
+}
+
+/* Sort the finds as body._changes does: calls in order (by number), then what refers. */
+static int calls_first(Encoder *e, PyObject *found) {
+    if (PyList_GET_SIZE(found) < 2) return 0;
+    PyObject *sort = PyObject_GetAttrString(found, "sort"), *done = NULL;
+    PyObject *kwargs = sort ? Py_BuildValue("{sO}", "key", e->calls_first) : NULL;
+    PyObject *empty = kwargs ? PyTuple_New(0) : NULL;
+    if (empty) done = PyObject_Call(sort, empty, kwargs);
+    Py_XDECREF(sort);
+    Py_XDECREF(kwargs);
+    Py_XDECREF(empty);
+    Py_XDECREF(done);
+    return done ? 0 : -1;
+}
+
+/* The edit of one member that changes: its span and the literal of its new value. */
+static int add_edit(Encoder *e, PyObject *edits, PyObject *spans, PyObject *member,
+                    PyObject *client) {
+    PyObject *span = PyDict_GetItemWithError(spans, member);
+    if (span == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "an id without a span");
+        return -1;
+    }
+    PyObject *text = PyObject_CallOneArg(e->literal, client);
+    if (text == NULL) return -1;
+    PyObject *edit = e->edit_type->tp_alloc(e->edit_type, 3);
+    if (edit == NULL) {
+        Py_DECREF(text);
+        return -1;
+    }
+    PyTuple_SET_ITEM(edit, 0, Py_NewRef(PyTuple_GET_ITEM(span, 0)));
+    PyTuple_SET_ITEM(edit, 1, Py_NewRef(PyTuple_GET_ITEM(span, 1)));
+    PyTuple_SET_ITEM(edit, 2, text);
+    int done = PyList_Append(edits, edit);
+    Py_DECREF(edit);
+    return done;
+}
+
+/* One find: its client id, and if that differs, its change and (once per member) edit. */
+static int encode_one(Encoder *e, PyObject *one, PyObject *spans, PyObject *members,
+                      PyObject *edits, PyObject *changes) {
+    PyObject *holder = PyTuple_GET_ITEM(one, 0), *key = PyTuple_GET_ITEM(one, 1);
+    PyObject *value = PyTuple_GET_ITEM(one, 2);
+    PyObject *client = PyObject_CallOneArg(e->client_id, one);
+    if (client == NULL) return -1;
+    int done = -1;
+    PyObject *change = NULL, *address = NULL, *member = NULL;
+    if (!PyUnicode_Check(client)) {
+        PyErr_SetString(PyExc_TypeError, "client_id gives a str");
+        goto done;
+    }
+    if (PyUnicode_Compare(client, value) == 0) {
+        done = 0;
+        goto done;
+    }
+    change = e->change_type->tp_alloc(e->change_type, 6);
+    if (change == NULL) goto done;
+    PyTuple_SET_ITEM(change, 0, Py_NewRef(PyTuple_GET_ITEM(one, 3)));
+    PyTuple_SET_ITEM(change, 1, Py_NewRef(value));
+    PyTuple_SET_ITEM(change, 2, Py_NewRef(client));
+    PyTuple_SET_ITEM(change, 3, Py_NewRef(e->encoded));
+    PyTuple_SET_ITEM(change, 4, Py_NewRef(_empty));
+    PyTuple_SET_ITEM(change, 5, Py_NewRef(_empty));
+    if (PyList_Append(changes, change) < 0) goto done;
+    address = PyLong_FromVoidPtr(holder); /* each member once, the first value: _Targets */
+    member = address ? PyTuple_Pack(2, address, key) : NULL;
+    int seen = member ? PySet_Contains(members, member) : -1;
+    if (seen == 0) seen = PySet_Add(members, member);
+    if (seen == 0) seen = add_edit(e, edits, spans, member, client);
+    done = seen < 0 ? -1 : 0;
+done:
+    Py_DECREF(client);
+    Py_XDECREF(change);
+    Py_XDECREF(address);
+    Py_XDECREF(member);
+    return done;
+}
+
+/* buffer[start:end] encoded: (edits, changes) as lists, None (not ours) or NULL (an error).
+ * The edits are sorted and count from the buffer's start. */
+static PyObject *encode_range(Encoder *e, const unsigned char *buffer, Py_ssize_t start,
+                              Py_ssize_t end) {
+    PyObject *pruned, *spans, *call = NULL, *found = NULL, *result = NULL;
+    PyObject *edits = NULL, *changes = NULL, *members = NULL;
+    int done = parse_range(buffer, start, end, e->schema, &pruned, &spans);
+    if (done <= 0) return done == 0 ? Py_NewRef(Py_None) : NULL;
+    call = root_call(pruned, e->roots);
+    Walk *w = call ? PyMem_Calloc(1, sizeof(Walk)) : NULL;
+    if (w == NULL) {
+        if (call) PyErr_NoMemory();
+        goto done;
+    }
+    w->found_type = e->found_type;
+    w->call = call;
+    w->numbered = e->numbered;
+    found = walk_all(w, pruned, e->tree, e->slots);
+    PyMem_Free(w);
+    if (found == NULL || found == Py_None) {
+        result = found;
+        found = NULL;
+        goto done;
+    }
+    edits = PyList_New(0);
+    changes = PyList_New(0);
+    members = PySet_New(NULL);
+    if (edits == NULL || changes == NULL || members == NULL || calls_first(e, found) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(found); i++)
+        if (encode_one(e, PyList_GET_ITEM(found, i), spans, members, edits, changes) < 0)
+            goto done;
+    if (PyList_Sort(edits) < 0) goto done;
+    result = PyTuple_Pack(2, edits, changes);
+done:
+    Py_XDECREF(edits);
+    Py_XDECREF(changes);
+    Py_XDECREF(members);
+    Py_XDECREF(found);
+    Py_XDECREF(call);
+    Py_DECREF(pruned);
+    Py_DECREF(spans);
+    return result;
+}
+
+static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    Encoder e;
+    if (nargs != 9 || !PyBytes_Check(args[0]) || !PyLong_Check(args[1]) ||
+        !PyLong_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "encode(buffer, start, end, *encoder)");
+        return NULL;
+    }
+    if (!encoder_from(&e, args + 3)) return NULL;
+    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]), end = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    if (start < 0 || end < start || end > size) {
+        PyErr_SetString(PyExc_ValueError, "start and end must be inside the buffer");
+        return NULL;
+    }
+    return encode_range(&e, (const unsigned char *)PyBytes_AS_STRING(args[0]), start, end);
+}
+
+/* --- sse_encode: the events of a piece of an SSE stream (LF line endings) --------------- */
+
+typedef struct {
+    char *data;
+    Py_ssize_t size, capacity;
+} Out;
+
+static int out_add(Out *o, const void *bytes, Py_ssize_t n) {
+    if (o->size + n > o->capacity) {
+        Py_ssize_t capacity = o->capacity * 2 > o->size + n ? o->capacity * 2 : o->size + n;
+        char *grown = PyMem_Realloc(o->data, capacity);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        o->data = grown;
+        o->capacity = capacity;
+    }
+    memcpy(o->data + o->size, bytes, n);
+    o->size += n;
+    return 0;
+}
+
+/* Where the first "\n\n" in b[start:stop] starts, or -1. */
+static Py_ssize_t find_blank(const unsigned char *b, Py_ssize_t start, Py_ssize_t stop) {
+    while (start + 1 < stop) {
+        const unsigned char *lf = memchr(b + start, '\n', stop - 1 - start);
+        if (lf == NULL) return -1;
+        start = lf - b;
+        if (b[start + 1] == '\n') return start;
+        start += 2; /* b[start + 1] is no LF: no "\n\n" starts there either */
+    }
+    return -1;
+}
+
+/* Where the last "\n\n" in b[start:stop] starts, or -1. */
+static Py_ssize_t rfind_blank(const unsigned char *b, Py_ssize_t start, Py_ssize_t stop) {
+    for (Py_ssize_t at = stop - 2; at >= start;) {
+        if (b[at] != '\n') {
+            at -= 2; /* neither at nor at - 1 starts one: b[at] is no LF */
+            continue;
+        }
+        if (b[at + 1] == '\n') return at;
+        at--;
+    }
+    return -1;
+}
+
+/* One event with a marker, b[start:end]: encoded here when it is one "data: " line and the
+ * native parser vouches for it, else by fallback(event) (stream.StreamRewriter._event). */
+static int sse_event(Encoder *e, const unsigned char *b, Py_ssize_t start, Py_ssize_t end,
+                     PyObject *changes, PyObject *fallback, Out *out) {
+    const unsigned char *lf = memchr(b + start, '\n', end - start);
+    if (end - start >= 8 && memcmp(b + start, "data: ", 6) == 0 && lf == b + end - 2) {
+        PyObject *encoded = encode_range(e, b, start + 6, end - 2);
+        if (encoded == NULL) PyErr_Clear(); /* the fallback meets it again, and decides */
+        else if (encoded == Py_None) Py_DECREF(encoded);
+        else {
+            PyObject *edits = PyTuple_GET_ITEM(encoded, 0);
+            PyObject *found = PyTuple_GET_ITEM(encoded, 1);
+            int done = PyList_SetSlice(changes, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, found);
+            Py_ssize_t at = start;
+            for (Py_ssize_t i = 0; done == 0 && i < PyList_GET_SIZE(edits); i++) {
+                PyObject *edit = PyList_GET_ITEM(edits, i), *text = PyTuple_GET_ITEM(edit, 2);
+                Py_ssize_t from = PyLong_AsSsize_t(PyTuple_GET_ITEM(edit, 0));
+                done = out_add(out, b + at, from - at);
+                if (done == 0)
+                    done = out_add(out, PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text));
+                at = PyLong_AsSsize_t(PyTuple_GET_ITEM(edit, 1));
+            }
+            if (done == 0) done = out_add(out, b + at, end - at);
+            Py_DECREF(encoded);
+            return done;
+        }
+    }
+    PyObject *event = PyBytes_FromStringAndSize((const char *)b + start, end - start);
+    PyObject *text = event ? PyObject_CallOneArg(fallback, event) : NULL;
+    Py_XDECREF(event);
+    if (text == NULL) return -1;
+    int done = -1;
+    if (!PyBytes_Check(text)) PyErr_SetString(PyExc_TypeError, "fallback gives bytes");
+    else done = out_add(out, PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text));
+    Py_DECREF(text);
+    return done;
+}
+
+static PyObject *sse_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    Encoder e;
+    if (nargs != 10 || !PyBytes_Check(args[0]) || !PyList_Check(args[1]) ||
+        !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "sse_encode(buffer, hits, changes, fallback, *encoder)");
+        return NULL;
+    }
+    if (!encoder_from(&e, args + 4)) return NULL;
+    PyObject *hits = args[1], *changes = args[2], *fallback = args[3];
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t n = PyBytes_GET_SIZE(args[0]), start = 0, next = 0;
+    Out out = {PyMem_Malloc(n + 64), 0, n + 64};
+    if (out.data == NULL) return PyErr_NoMemory();
+    PyObject *result = NULL;
+    Py_INCREF(args[0]); /* the fallback runs Python code: keep the buffer alive */
+    /* stream._runs for LF line endings: whole events without a marker go out as they are,
+     * each event with one is encoded; an incomplete event is left (from start on). */
+    for (;;) {
+        Py_ssize_t hit = -1;
+        while (next < PyList_GET_SIZE(hits)) {
+            Py_ssize_t at = PyLong_AsSsize_t(PyList_GET_ITEM(hits, next));
+            if (at == -1 && PyErr_Occurred()) goto done;
+            if (at >= start) {
+                hit = at < n ? at : -1;
+                break;
+            }
+            next++;
+        }
+        Py_ssize_t blank = rfind_blank(b, start, hit < 0 ? n : hit);
+        if (blank >= 0) {
+            Py_ssize_t first = blank; /* the first LF of the run that ends with this blank */
+            while (first - 1 >= start && b[first - 1] == '\n') first--;
+            Py_ssize_t end = first + (blank + 2 - first) / 2 * 2;
+            if (out_add(&out, b + start, end - start) < 0) goto done;
+            start = end;
+        }
+        if (hit < 0) break;
+        blank = find_blank(b, start, n);
+        if (blank < 0) break; /* the event with the marker is incomplete */
+        if (sse_event(&e, b, start, blank + 2, changes, fallback, &out) < 0) goto done;
+        start = blank + 2;
+    }
+    result = Py_BuildValue("(y#n)", out.data, out.size, start);
+done:
+    Py_DECREF(args[0]);
+    PyMem_Free(out.data);
     return result;
 }
 
@@ -711,6 +1205,15 @@ static PyMethodDef methods[] = {
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
      "walk(document, tree, numbered, call, slots, found_type) -> list | None: "
      "see toolid/positions.py."},
+    {"restore", (PyCFunction)(void (*)(void))restore, METH_FASTCALL,
+     "restore(document, tree, spans, decode, roles, types, slots) -> "
+     "(edits, changes, defined) | None: see toolid/body.py."},
+    {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
+     "encode(buffer, start, end, table, client_id, literal, calls_first, types, words) -> "
+     "(edits, changes) | None: see toolid/body.py."},
+    {"sse_encode", (PyCFunction)(void (*)(void))sse_encode, METH_FASTCALL,
+     "sse_encode(buffer, hits, changes, fallback, *encoder) -> (out, rest): see "
+     "toolid/stream.py."},
     {"splice", (PyCFunction)(void (*)(void))splice, METH_FASTCALL,
      "splice(document, edits) -> bytes: see toolid/body.py (apply)."},
     {NULL, NULL, 0, NULL},
@@ -723,6 +1226,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     for (int c = 0x20; c < 0x80; c++) plain[c] = c != '"' && c != '\\';
     _type_key = PyUnicode_InternFromString("type");
     _index_key = PyUnicode_InternFromString("index");
-    if (_type_key == NULL || _index_key == NULL) return NULL;
+    _empty = PyUnicode_InternFromString("");
+    if (_type_key == NULL || _index_key == NULL || _empty == NULL) return NULL;
     return PyModule_Create(&module);
 }

@@ -33,13 +33,17 @@ from toolid.apis import api_from_shape
 from toolid.markers import Markers
 from toolid.occurrence import NOTHING_TAKEN, CallIds
 from toolid.positions import (
+    DEFINES,
+    EVENT_CALL_NUMBERS,
     ID_KEYS,
     REFERS,
+    TREES,
     Api,
     Call,
     Doc,
     Found,
     find_ids,
+    numbered,
     path_order,
     positions,
 )
@@ -88,14 +92,24 @@ class Edit(NamedTuple):
 @dataclass(slots=True)  # not frozen: a frozen one costs five times as much to build (per event)
 class Plan:
     """What rewriting one document would do. When it had to read the document, also the
-    parsed document and every id at the table's positions in it (``find_ids``), so that a
-    caller needing either never parses or walks the same bytes again. Treat it as read-only."""
+    parsed document and every id at the table's positions in it (``find_ids``) or, from a
+    fused restore, the ids at its definition positions, so that a caller needing them never
+    parses or walks the same bytes again. Treat it as read-only."""
 
     api: Api | None
     edits: tuple[Edit, ...] = ()
     changes: tuple[Change, ...] = ()
     document: Any = field(default=None, compare=False, repr=False)
     found: tuple[Found, ...] | None = field(default=None, compare=False, repr=False)
+    defined: frozenset[str] | None = field(default=None, compare=False, repr=False)
+
+    def definitions(self) -> frozenset[str] | None:
+        """The ids at the document's definition positions, when it was read (else None)."""
+        if self.defined is not None:
+            return self.defined
+        if self.found is None:
+            return None
+        return frozenset(found.value for found in self.found if found.role is DEFINES)
 
 
 class RewriteError(Exception):
@@ -194,6 +208,10 @@ def plan(
     calls = (calls or CallIds(policy.profile)) if policy.direction is Direction.ENCODE else None
     if not may_change(document, api, doc, policy, calls):
         return NOTHING
+    if api is not None and calls is not None and native.extension is not None:
+        encoded = _encode_natively(document, api, doc, calls)
+        if encoded is not None:
+            return encoded
     if api is not None and (pruned := prune.parse(document, prune.SCHEMAS[(api, doc)])):
         return _plan_at_spans(pruned, api, doc, policy, calls)
     try:
@@ -224,6 +242,21 @@ def _plan_at_spans(
     """``plan`` for a document the native parser read (``toolid.prune``): it kept what the
     walker reads and saw every id literal where it stands, so the edits need no search."""
     parsed, spans = pruned
+    if calls is None and policy.rules is None and native.extension is not None:
+        # Restoring every client id, the common request: walk, decode and edit in one go,
+        # with no Found per position (a history has a thousand).
+        restored = native.extension.restore(
+            parsed,
+            TREES[(api, doc)],
+            spans,
+            _restored,
+            _RESTORE_ROLES,
+            _RESTORE_TYPES,
+            len(positions(api, doc)),
+        )
+        if restored is not None:
+            edits, changes, defined = restored
+            return Plan(api, tuple(edits), tuple(changes), parsed, defined=frozenset(defined))
     found_ids = find_ids(parsed, api, doc)
     changes, targets = _changes(found_ids, api, policy, calls)
     make = tuple.__new__  # Edit(...) without NamedTuple's Python-level __new__ (per id)
@@ -232,6 +265,47 @@ def _plan_at_spans(
         for holder, key, _, new in targets.members
     )
     return Plan(api, tuple(edits), changes, parsed, tuple(found_ids))
+
+
+def _encode_natively(document: bytes, api: Api, doc: Doc, calls: CallIds) -> Plan | None:
+    """``plan`` of an encode in one native call (parse, walk, client ids, edits: what
+    ``_plan_at_spans`` does), or None when the native parser does not vouch for the
+    document."""
+    assert native.extension is not None
+    encoded = native.extension.encode(document, 0, len(document), *native_encoder(api, doc, calls))
+    if encoded is None:
+        return None
+    edits, changes = encoded
+    return Plan(api, tuple(edits), tuple(changes))
+
+
+def native_encoder(api: Api, doc: Doc, calls: CallIds) -> tuple[Any, ...]:
+    """What the native encoders (``encode`` and ``sse_encode`` of ``toolid._native``) take
+    after their own arguments: the table, ``calls.client_id`` and the helpers ``plan`` uses,
+    so that they make the changes and edits ``plan`` makes."""
+    table = _native_table(api, doc)
+    return (table, calls.client_id, _literal, _calls_first, _ENCODE_TYPES, _ENCODE_WORDS)
+
+
+@functools.cache
+def _native_table(api: Api, doc: Doc) -> tuple[Any, ...]:
+    """(schema, tree, root call members, whether calls are numbered, how many positions)."""
+    roots = EVENT_CALL_NUMBERS if doc is Doc.EVENT else ()
+    count = len(positions(api, doc))
+    return (prune.SCHEMAS[(api, doc)], TREES[(api, doc)], roots, numbered(doc), count)
+
+
+_ENCODE_TYPES: Final = (Found, Change, Edit)
+_ENCODE_WORDS: Final = ("encoded",)
+_RESTORE_ROLES: Final = (DEFINES, "restored")
+_RESTORE_TYPES: Final = (Change, Edit)
+
+
+@functools.lru_cache(maxsize=65536)  # pure; ids recur in every turn of a conversation
+def _restored(client_id: str) -> tuple[str, bytes] | None:
+    """The raw id inside ``client_id`` and its literal, or None when it is not a client id."""
+    raw = codec.decode(client_id)
+    return None if raw == client_id else (raw, _literal(raw))
 
 
 def _parse(document: bytes) -> Any:

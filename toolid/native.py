@@ -1,12 +1,20 @@
 """The optional native accelerator, ``toolid._native`` (C, in toolid/_native.c).
 
 It is built with toolid when a C compiler is there (``setup.py``; ``scripts/proxy`` and
-``scripts/test`` build it into ``.venv``) and does three things the pure-Python path also
-does, faster: it parses a document keeping only what the table reads, with the span of each
-id literal (``toolid.prune``); it walks a parsed document for the table's positions
-(``toolid.positions.find_ids``); it splices edits into a document (``toolid.body.apply``).
+``scripts/test`` build it into ``.venv``) and does, faster, what the pure-Python path does:
+
+- ``parse``: a document, keeping only what the table reads, with the span of each id
+  literal (``toolid.prune``);
+- ``walk``: a parsed document, for the table's positions (``toolid.positions.find_ids``);
+- ``restore`` and ``encode``: the whole plan of a request's restore or of a response's or
+  event's encode, fused with the walk (``toolid.body``; it calls back into Python for what
+  the codec and ``toolid.occurrence`` decide, so the rules live in one place);
+- ``sse_encode``: the framing and encoding of a piece of an event stream whose line endings
+  are LF (``toolid.stream``), handing any event it does not vouch for to the Python path;
+- ``splice``: edits into a document (``toolid.body.apply``).
+
 Each gives exactly what the Python code gives, or None for anything it does not vouch for,
-and the Python code decides; the tests run both ways.
+and the Python code decides; the tests run both ways and compare.
 
 Without it (no compiler, another Python's build, or ``TOOLID_NATIVE=off`` in the
 environment) ``extension`` is None and everything runs as pure Python.

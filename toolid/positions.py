@@ -153,7 +153,7 @@ TABLE: Final[dict[Api, dict[Doc, tuple[Entry, ...]]]] = {
 # In a streamed event, the member of the event itself that numbers the call it is about
 # (Responses output_index, Messages content-block index); array elements are numbered by
 # their own "index" member (Chat choices and tool-call deltas) or else their position.
-_EVENT_CALL_NUMBERS: Final = ("output_index", "index")
+EVENT_CALL_NUMBERS: Final = ("output_index", "index")
 
 
 # --- compiled form ---------------------------------------------------------------------------
@@ -260,7 +260,7 @@ def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
         return []  # every position starts with a member of the root object
     root: Call = ()
     if doc is Doc.EVENT:
-        for name in _EVENT_CALL_NUMBERS:
+        for name in EVENT_CALL_NUMBERS:
             if type(number := document.get(name)) is int:
                 root = (number,)
                 break
@@ -268,7 +268,7 @@ def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
     if native.extension is not None:
         tree = TREES[(api, doc)]
         found_natively: list[Found] | None = native.extension.walk(
-            document, tree, _numbered(doc), root, count, Found
+            document, tree, numbered(doc), root, count, Found
         )
         if found_natively is not None:
             return found_natively
@@ -469,13 +469,13 @@ TREES: Final[dict[tuple[Api, Doc], Tree]] = {
 }
 
 
-def _numbered(doc: Doc) -> bool:
+def numbered(doc: Doc) -> bool:
     """Whether the ids of ``doc`` carry call numbers (a request's calls are not numbered)."""
     return doc is not Doc.REQUEST
 
 
 _WALKERS: Final[dict[tuple[Api, Doc], tuple[_Walk, int]]] = {
-    (api, doc): (_compile_walk(tree, _numbered(doc)), len(_COMPILED[(api, doc)]))
+    (api, doc): (_compile_walk(tree, numbered(doc)), len(_COMPILED[(api, doc)]))
     for (api, doc), tree in TREES.items()
 }
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
+from operator import itemgetter
 from typing import Any, Final
 
 from toolid import codec
@@ -88,28 +90,35 @@ def summary(records: Iterable[Mapping[str, Any]], observe: bool = False) -> str:
 
     Counts id positions per action; shows the first few distinct ids of each.
     """
-    by_action: dict[str, list[Mapping[str, Any]]] = {}
+    records = records if isinstance(records, list) else list(records)
+    counts = Counter(map(_action, records))  # at C speed: a history has a thousand records
+    # The first few distinct ids of each action, and text for those only.
+    firsts: dict[str, dict[tuple[Any, ...], Mapping[str, Any]]] = {}
+    wanting = set(counts)
     for record in records:
-        by_action.setdefault(record["action"], []).append(record)
+        action = record["action"]
+        if action in wanting:
+            first = firsts.setdefault(action, {})
+            first.setdefault(_identity(record), record)
+            if len(first) > _EXAMPLES:
+                wanting.discard(action)
+                if not wanting:
+                    break
     words = _OBSERVED if observe else _VERBS
     parts = []
     for action in ("restored", "encoded", "kept", "mapped"):
-        found = by_action.get(action)
-        if not found:
+        if not counts[action]:
             continue
-        # The first few distinct ids only, and text for those: a history has a thousand.
-        first: dict[tuple[Any, ...], Mapping[str, Any]] = {}
-        for record in found:
-            first.setdefault(_identity(record), record)
-            if len(first) > _EXAMPLES:
-                break
-        distinct = list(first.values())
+        distinct = list(firsts[action].values())
         pairs = [_pair(record) for record in distinct[:_EXAMPLES]]
         shown = ", ".join(pairs) + (", ..." if len(distinct) > _EXAMPLES else "")
         verb = words[action]
-        counted = f"{verb} {len(found)}" if observe else f"{len(found)} {verb}"
+        counted = f"{verb} {counts[action]}" if observe else f"{counts[action]} {verb}"
         parts.append(f"{counted} ({shown})")
     return "; ".join(parts)
+
+
+_action = itemgetter("action")
 
 
 def _identity(record: Mapping[str, Any]) -> tuple[Any, ...]:

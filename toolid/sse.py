@@ -99,6 +99,20 @@ class EventFramer:
         match = _BLANK_LINE.search(data, max(0, len(data) - _LONGEST_BOUNDARY))
         return match is not None and match.end() == len(data)
 
+    @property
+    def seen_cr(self) -> bool:
+        """Whether a CR came in so far (until then, every line ending is an LF)."""
+        return self._seen_cr
+
+    def hold(self, tail: bytes) -> None:
+        """Hold ``tail``, the start of an event without its blank line, as ``feed`` would
+        (a caller that framed the bytes before it itself; nothing may be held already)."""
+        if self._buffer or b"\r" in tail:
+            raise ValueError("hold() takes LF-only bytes, with nothing held")
+        self._buffer += tail
+        self._searched = max(0, len(self._buffer) - _LONGEST_BOUNDARY + 1)
+        self._ended_on_cr = False
+
     def take_tail(self) -> bytes:
         """Remove and return the held bytes (an incomplete event)."""
         tail = bytes(self._buffer)

@@ -18,7 +18,7 @@ import bisect
 import logging
 from itertools import accumulate
 
-from toolid import body, decompress
+from toolid import body, decompress, native
 from toolid.body import Change, Direction, Edit, Policy, RewriteError
 from toolid.occurrence import CallIds
 from toolid.positions import Api, Doc
@@ -101,6 +101,8 @@ class StreamRewriter:
             # Whole events, none of which can hold an id: the common case, at byte-search cost.
             self._at_start = False
             return data
+        if self._natively(data):
+            return self._frame_natively(data)
         # Encoding, an event in which the markers find nothing has nothing to change
         # (``body.may_change``): only the events around the hits are framed and looked at.
         # (Decoding, ``may_change`` looks for client ids, not markers: every event is.)
@@ -120,6 +122,44 @@ class StreamRewriter:
         if self._skipping or len(self._framer) > self.max_event_bytes:
             out.append(self._skip_oversized())
         return b"".join(out)
+
+    def _natively(self, data: bytes) -> bool:
+        """Whether the native accelerator frames and encodes ``data``: encoding, the API
+        known, past the stream's first event (a BOM), no oversized event possible, every line
+        ending so far an LF, and no more held than comes in (so each byte is searched a
+        bounded number of times, as ``EventFramer`` guarantees)."""
+        held = len(self._framer)
+        return (
+            self._encodes
+            and native.extension is not None
+            and self.api is not None
+            and not self._at_start
+            and not self._skipping
+            and held <= len(data)
+            and held + len(data) <= self.max_event_bytes
+            and not self._framer.seen_cr
+            and b"\r" not in data
+        )
+
+    def _frame_natively(self, data: bytes) -> bytes:
+        """``_frame`` in native code (``sse_encode``; the same bytes out, the same changes):
+        whole events without a marker go out as they are, each event with one is encoded
+        (an event of one ``data:`` line there, any other by ``_event``)."""
+        assert native.extension is not None and self.api is not None and self._markers
+        held = self._framer.take_tail()
+        buffer = held + data if held else data
+        encoder = body.native_encoder(self.api, Doc.EVENT, self.calls)
+        try:
+            out, rest = native.extension.sse_encode(
+                buffer, self._markers.starts(buffer), self.changes, self._event, *encoder
+            )
+        except Exception as exc:
+            logger.debug("toolid stream rewriter failed", exc_info=True)
+            self._give_up(f"unexpected error ({exc!r})")
+            return buffer
+        self._framer.hold(buffer[rest:])
+        out_bytes: bytes = out
+        return out_bytes
 
     def _unmarked(self, run: bytes) -> bytes:
         """Whole events without a marker: forwarded as they are; only their size can matter."""
