@@ -67,6 +67,16 @@ def test_taken_without_the_literal_never_parses() -> None:
 def test_taken_reads_escaped_spellings() -> None:
     request = b'{"messages":[{"role":"assistant","tool_calls":[{"id":"c\\u0061ll_a"}]}]}'
     assert "call_a" in Taken(request, Api.CHAT)
+    key_escaped = b'{"messages":[{"role":"assistant","tool\\u005fcalls":[{"id":"call_a"}]}]}'
+    assert "call_a" in Taken(key_escaped, Api.CHAT)
+
+
+def test_taken_without_a_definition_marker_looks_no_further() -> None:
+    """No "tool_calls" in a Chat request: it defines nothing, whatever ids it spells."""
+    request = b'{"messages":[{"role":"tool","tool_call_id":"call_a","content":"call_b"}]} x'
+    taken = Taken(request, Api.CHAT)
+    assert "call_a" not in taken
+    assert taken._ids == frozenset()  # known at once: no parse, no search per id
 
 
 def test_taken_guesses_the_api_and_survives_garbage() -> None:

@@ -16,17 +16,19 @@
  *   types = (Change, Edit). None: as walk, or an id literal without a span.
  *
  * encode(buffer, start, end, *encoder) -> (edits, changes) | None
- *   encoder = (table, client_id, literal, calls_first, types, words) (body.native_encoder):
+ *   encoder = (table, client_id, literal, REFERS, types, words) (body.native_encoder):
  *   body's encode of the ids of the document buffer[start:end], fused: parse (spans count
  *   from the buffer's start), walk (table = (schema, tree, roots, numbered, slots); the root
  *   call from the first int member named in roots), then, in the order of body._changes
- *   (sorted by calls_first), client_id(found)
+ *   (calls first, by number, then what REFERS), client_id(found)
  *   for each find; the changes, and an edit (literal(client id)) for each member that
  *   changes, sorted. types = (Found, Change, Edit), words = ("encoded",). None: not ours.
  *
- * sse_encode(buffer, hits, changes, fallback, *encoder) -> (out: bytes, rest: int)
+ * sse_encode(buffer, markers, changes, fallback, *encoder) -> (out: bytes, rest: int)
+ *   (buffer: any bytes-like object)
  *   stream.StreamRewriter's framing and encoding of a piece of an SSE stream whose line
- *   endings are all LF: the events between the marker hits (sorted offsets) go out as they
+ *   endings are all LF: the events between hits of the markers (a tuple of words, as
+ *   markers.Markers finds them) go out as they
  *   are, each event with a hit is encoded (one "data: " line: here, its changes appended to
  *   changes; any other: by fallback(event) -> bytes). out: what goes out; buffer[rest:] is
  *   an incomplete event, held by the caller.
@@ -407,10 +409,10 @@ static PyObject *value(Scan *s, PyObject *spec) {
         if (kind == KEEP && integer) {
             Py_ssize_t digits = s->p - at - (*at == '-');
             if (digits > 18) return FAIL; /* parsers differ beyond 64 bits: the full parse */
-            char buffer[24];
-            memcpy(buffer, at, s->p - at);
-            buffer[s->p - at] = '\0';
-            return PyLong_FromString(buffer, NULL, 10);
+            long long number = 0; /* at most 18 digits: no overflow */
+            for (const unsigned char *d = at + (*at == '-'); d < s->p; d++)
+                number = number * 10 + (*d - '0');
+            return PyLong_FromLongLong(*at == '-' ? -number : number);
         }
         return Py_NewRef(Py_None);
     }
@@ -485,6 +487,18 @@ typedef struct {
     PyObject *decode, *spans, *defines, *restored, *edits, *defined;
     PyTypeObject *edit_type;
 } Walk;
+
+/* "[index]" into digits (room for 24); its length. */
+static int bracketed(char *digits, Py_ssize_t index) {
+    char reversed[20];
+    int count = 0, size = 0;
+    do reversed[count++] = (char)('0' + index % 10);
+    while ((index /= 10) > 0);
+    digits[size++] = '[';
+    while (count > 0) digits[size++] = reversed[--count];
+    digits[size++] = ']';
+    return size;
+}
 
 static int push_path(Walk *w, const char *text, Py_ssize_t size, int member) {
     Py_ssize_t dot = member && w->path_len > 0;
@@ -678,7 +692,7 @@ static int visit(Walk *w, PyObject *node, PyObject *tree) {
                 if (admitted < 0) done = -1;
                 else if (admitted) {
                     char digits[24];
-                    int size = snprintf(digits, sizeof digits, "[%zd]", index);
+                    int size = bracketed(digits, index);
                     Py_ssize_t saved = w->path_len;
                     int pushed = 0;
                     if (!push_path(w, digits, size, 0)) done = 0;
@@ -829,13 +843,13 @@ done:
 
 /* What encoding reads: the table and body's callbacks (see encode's comment at the top). */
 typedef struct {
-    PyObject *schema, *tree, *roots, *client_id, *literal, *calls_first, *encoded;
+    PyObject *schema, *tree, *roots, *client_id, *literal, *refers, *encoded;
     int numbered;
     Py_ssize_t slots;
     PyTypeObject *found_type, *change_type, *edit_type;
 } Encoder;
 
-/* Read kit = (table, client_id, literal, calls_first, types, words); 0 on a TypeError. */
+/* Read kit = (table, client_id, literal, REFERS, types, words); 0 on a TypeError. */
 static int encoder_from(Encoder *e, PyObject *const *kit) {
     PyObject *table = kit[0], *types = kit[4], *words = kit[5];
     if (!PyTuple_Check(table) || PyTuple_GET_SIZE(table) != 5 ||
@@ -847,7 +861,7 @@ static int encoder_from(Encoder *e, PyObject *const *kit) {
         PyTuple_GET_SIZE(words) != 1) {
         PyErr_SetString(PyExc_TypeError,
                         "the encoder is ((schema, tree, roots, numbered, slots), client_id, "
-                        "literal, calls_first, (Found, Change, Edit), (\"encoded\",))");
+                        "literal, REFERS, (Found, Change, Edit), (\"encoded\",))");
         return 0;
     }
     e->schema = PyTuple_GET_ITEM(table, 0);
@@ -857,7 +871,7 @@ static int encoder_from(Encoder *e, PyObject *const *kit) {
     e->slots = PyLong_AsSsize_t(PyTuple_GET_ITEM(table, 4));
     e->client_id = kit[1];
     e->literal = kit[2];
-    e->calls_first = kit[3];
+    e->refers = kit[3];
     e->found_type = (PyTypeObject *)PyTuple_GET_ITEM(types, 0);
     e->change_type = (PyTypeObject *)PyTuple_GET_ITEM(types, 1);
     e->edit_type = (PyTypeObject *)PyTuple_GET_ITEM(types, 2);
@@ -875,18 +889,28 @@ static PyObject *root_call(PyObject *document, PyObject *names) {
     return PyTuple_New(0);
 }
 
-/* Sort the finds as body._changes does: calls in order (by number), then what refers. */
+/* Sort the finds as body._changes does (stably by body._calls_first: calls in order, by
+ * number, then what refers to them): by (refers, call, position in the list). */
 static int calls_first(Encoder *e, PyObject *found) {
-    if (PyList_GET_SIZE(found) < 2) return 0;
-    PyObject *sort = PyObject_GetAttrString(found, "sort"), *done = NULL;
-    PyObject *kwargs = sort ? Py_BuildValue("{sO}", "key", e->calls_first) : NULL;
-    PyObject *empty = kwargs ? PyTuple_New(0) : NULL;
-    if (empty) done = PyObject_Call(sort, empty, kwargs);
-    Py_XDECREF(sort);
-    Py_XDECREF(kwargs);
-    Py_XDECREF(empty);
-    Py_XDECREF(done);
-    return done ? 0 : -1;
+    Py_ssize_t n = PyList_GET_SIZE(found);
+    if (n < 2) return 0;
+    PyObject *keyed = PyList_New(n);
+    if (keyed == NULL) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *one = PyList_GET_ITEM(found, i);
+        PyObject *refers = PyTuple_GET_ITEM(one, 4) == e->refers ? Py_True : Py_False;
+        PyObject *key = Py_BuildValue("(OOnO)", refers, PyTuple_GET_ITEM(one, 5), i, one);
+        if (key == NULL) {
+            Py_DECREF(keyed);
+            return -1;
+        }
+        PyList_SET_ITEM(keyed, i, key);
+    }
+    int done = PyList_Sort(keyed);
+    for (Py_ssize_t i = 0; done == 0 && i < n; i++)
+        done = PyList_SetItem(found, i, Py_NewRef(PyTuple_GET_ITEM(PyList_GET_ITEM(keyed, i), 3)));
+    Py_DECREF(keyed);
+    return done;
 }
 
 /* The edit of one member that changes: its span and the literal of its new value. */
@@ -961,16 +985,16 @@ static PyObject *encode_range(Encoder *e, const unsigned char *buffer, Py_ssize_
     int done = parse_range(buffer, start, end, e->schema, &pruned, &spans);
     if (done <= 0) return done == 0 ? Py_NewRef(Py_None) : NULL;
     call = root_call(pruned, e->roots);
-    Walk *w = call ? PyMem_Calloc(1, sizeof(Walk)) : NULL;
-    if (w == NULL) {
-        if (call) PyErr_NoMemory();
-        goto done;
-    }
-    w->found_type = e->found_type;
-    w->call = call;
-    w->numbered = e->numbered;
-    found = walk_all(w, pruned, e->tree, e->slots);
-    PyMem_Free(w);
+    if (call == NULL) goto done;
+    Walk w; /* its path and numbers are filled as it goes: no need to clear 4 KiB */
+    w.found_type = e->found_type;
+    w.slots = NULL;
+    w.call = call;
+    w.numbered = e->numbered;
+    w.path_len = 0;
+    w.count = 0;
+    w.decode = NULL;
+    found = walk_all(&w, pruned, e->tree, e->slots);
     if (found == NULL || found == Py_None) {
         result = found;
         found = NULL;
@@ -1017,23 +1041,19 @@ static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t narg
 
 /* --- sse_encode: the events of a piece of an SSE stream (LF line endings) --------------- */
 
+/* The bytes going out, written straight into a bytes object (grown as needed). */
 typedef struct {
-    char *data;
-    Py_ssize_t size, capacity;
+    PyObject *bytes;
+    Py_ssize_t size;
 } Out;
 
-static int out_add(Out *o, const void *bytes, Py_ssize_t n) {
-    if (o->size + n > o->capacity) {
-        Py_ssize_t capacity = o->capacity * 2 > o->size + n ? o->capacity * 2 : o->size + n;
-        char *grown = PyMem_Realloc(o->data, capacity);
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        o->data = grown;
-        o->capacity = capacity;
+static int out_add(Out *o, const void *data, Py_ssize_t n) {
+    Py_ssize_t capacity = PyBytes_GET_SIZE(o->bytes);
+    if (o->size + n > capacity) {
+        Py_ssize_t grown = capacity * 2 > o->size + n ? capacity * 2 : o->size + n;
+        if (_PyBytes_Resize(&o->bytes, grown) < 0) return -1;
     }
-    memcpy(o->data + o->size, bytes, n);
+    memcpy(PyBytes_AS_STRING(o->bytes) + o->size, data, n);
     o->size += n;
     return 0;
 }
@@ -1101,52 +1121,107 @@ static int sse_event(Encoder *e, const unsigned char *b, Py_ssize_t start, Py_ss
     return done;
 }
 
+/* The marker words and, for each, where it next begins (-1: not searched yet; the buffer's
+ * size: nowhere after). Like markers.Markers.finder: the first word from an offset on. */
+#define MAX_MARKERS 64
+typedef struct {
+    const unsigned char *word[MAX_MARKERS];
+    Py_ssize_t size[MAX_MARKERS], next[MAX_MARKERS];
+    int count;
+} Markers;
+
+static const unsigned char *find_word(const unsigned char *hay, Py_ssize_t n,
+                                      const unsigned char *word, Py_ssize_t size) {
+#if defined(_WIN32)
+    const unsigned char *end = hay + n - size + 1;
+    while (hay < end && (hay = memchr(hay, word[0], end - hay)) != NULL) {
+        if (memcmp(hay, word, size) == 0) return hay;
+        hay++;
+    }
+    return NULL;
+#else
+    return memmem(hay, n, word, size);
+#endif
+}
+
+static int markers_from(Markers *m, PyObject *words) {
+    if (!PyTuple_Check(words) || PyTuple_GET_SIZE(words) < 1 ||
+        PyTuple_GET_SIZE(words) > MAX_MARKERS) {
+        PyErr_SetString(PyExc_TypeError, "markers: a tuple of 1 to 64 non-empty bytes");
+        return 0;
+    }
+    m->count = (int)PyTuple_GET_SIZE(words);
+    for (int i = 0; i < m->count; i++) {
+        PyObject *word = PyTuple_GET_ITEM(words, i);
+        if (!PyBytes_Check(word) || PyBytes_GET_SIZE(word) < 1) {
+            PyErr_SetString(PyExc_TypeError, "markers: a tuple of 1 to 64 non-empty bytes");
+            return 0;
+        }
+        m->word[i] = (const unsigned char *)PyBytes_AS_STRING(word);
+        m->size[i] = PyBytes_GET_SIZE(word);
+        m->next[i] = -1;
+    }
+    return 1;
+}
+
+/* Where the first word in b[start:n] begins, or -1. */
+static Py_ssize_t first_hit(Markers *m, const unsigned char *b, Py_ssize_t n,
+                            Py_ssize_t start) {
+    Py_ssize_t first = n;
+    for (int i = 0; i < m->count; i++) {
+        if (m->next[i] < start) {
+            const unsigned char *at = find_word(b + start, n - start, m->word[i], m->size[i]);
+            m->next[i] = at ? at - b : n;
+        }
+        if (m->next[i] < first) first = m->next[i];
+    }
+    return first < n ? first : -1;
+}
+
 static PyObject *sse_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     Encoder e;
-    if (nargs != 10 || !PyBytes_Check(args[0]) || !PyList_Check(args[1]) ||
-        !PyList_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "sse_encode(buffer, hits, changes, fallback, *encoder)");
+    Markers markers;
+    Py_buffer view;
+    if (nargs != 10 || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "sse_encode(buffer, markers, changes, fallback, *encoder)");
         return NULL;
     }
-    if (!encoder_from(&e, args + 4)) return NULL;
-    PyObject *hits = args[1], *changes = args[2], *fallback = args[3];
-    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(args[0]);
-    Py_ssize_t n = PyBytes_GET_SIZE(args[0]), start = 0, next = 0;
-    Out out = {PyMem_Malloc(n + 64), 0, n + 64};
-    if (out.data == NULL) return PyErr_NoMemory();
-    PyObject *result = NULL;
-    Py_INCREF(args[0]); /* the fallback runs Python code: keep the buffer alive */
+    if (!markers_from(&markers, args[1]) || !encoder_from(&e, args + 4)) return NULL;
+    /* The view keeps the buffer (a bytearray, say) alive and unresized while the fallback
+     * runs Python code. */
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *changes = args[2], *fallback = args[3], *result = NULL;
+    const unsigned char *b = view.buf;
+    Py_ssize_t n = view.len, start = 0;
+    Out out = {PyBytes_FromStringAndSize(NULL, n + 64), 0};
+    if (out.bytes == NULL) goto done;
+    Py_INCREF(args[1]);
     /* stream._runs for LF line endings: whole events without a marker go out as they are,
      * each event with one is encoded; an incomplete event is left (from start on). */
     for (;;) {
-        Py_ssize_t hit = -1;
-        while (next < PyList_GET_SIZE(hits)) {
-            Py_ssize_t at = PyLong_AsSsize_t(PyList_GET_ITEM(hits, next));
-            if (at == -1 && PyErr_Occurred()) goto done;
-            if (at >= start) {
-                hit = at < n ? at : -1;
-                break;
-            }
-            next++;
-        }
+        Py_ssize_t hit = first_hit(&markers, b, n, start);
         Py_ssize_t blank = rfind_blank(b, start, hit < 0 ? n : hit);
         if (blank >= 0) {
             Py_ssize_t first = blank; /* the first LF of the run that ends with this blank */
             while (first - 1 >= start && b[first - 1] == '\n') first--;
             Py_ssize_t end = first + (blank + 2 - first) / 2 * 2;
-            if (out_add(&out, b + start, end - start) < 0) goto done;
+            if (out_add(&out, b + start, end - start) < 0) goto failed;
             start = end;
         }
         if (hit < 0) break;
         blank = find_blank(b, start, n);
         if (blank < 0) break; /* the event with the marker is incomplete */
-        if (sse_event(&e, b, start, blank + 2, changes, fallback, &out) < 0) goto done;
+        if (sse_event(&e, b, start, blank + 2, changes, fallback, &out) < 0) goto failed;
         start = blank + 2;
     }
-    result = Py_BuildValue("(y#n)", out.data, out.size, start);
+    if (_PyBytes_Resize(&out.bytes, out.size) == 0) result = Py_BuildValue("(Nn)", out.bytes, start);
+    out.bytes = NULL; /* stolen, or freed by the failed resize */
+failed:
+    Py_XDECREF(out.bytes);
+    Py_DECREF(args[1]);
 done:
-    Py_DECREF(args[0]);
-    PyMem_Free(out.data);
+    PyBuffer_Release(&view);
     return result;
 }
 
@@ -1209,10 +1284,10 @@ static PyMethodDef methods[] = {
      "restore(document, tree, spans, decode, roles, types, slots) -> "
      "(edits, changes, defined) | None: see toolid/body.py."},
     {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
-     "encode(buffer, start, end, table, client_id, literal, calls_first, types, words) -> "
+     "encode(buffer, start, end, table, client_id, literal, REFERS, types, words) -> "
      "(edits, changes) | None: see toolid/body.py."},
     {"sse_encode", (PyCFunction)(void (*)(void))sse_encode, METH_FASTCALL,
-     "sse_encode(buffer, hits, changes, fallback, *encoder) -> (out, rest): see "
+     "sse_encode(buffer, markers, changes, fallback, *encoder) -> (out, rest): see "
      "toolid/stream.py."},
     {"splice", (PyCFunction)(void (*)(void))splice, METH_FASTCALL,
      "splice(document, edits) -> bytes: see toolid/body.py (apply)."},

@@ -284,7 +284,7 @@ def native_encoder(api: Api, doc: Doc, calls: CallIds) -> tuple[Any, ...]:
     after their own arguments: the table, ``calls.client_id`` and the helpers ``plan`` uses,
     so that they make the changes and edits ``plan`` makes."""
     table = _native_table(api, doc)
-    return (table, calls.client_id, _literal, _calls_first, _ENCODE_TYPES, _ENCODE_WORDS)
+    return (table, calls.client_id, _literal, REFERS, _ENCODE_TYPES, _ENCODE_WORDS)
 
 
 @functools.cache

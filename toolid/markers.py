@@ -30,23 +30,6 @@ class Markers:
             return self.words[0] in data
         return self._regex.search(data) is not None
 
-    def starts(self, data: bytes) -> list[int]:
-        """Every offset in ``data`` where one of the words begins, in order."""
-        found = []
-        if self._regex is None:
-            word = self.words[0]
-            at = data.find(word)
-            while at >= 0:
-                found.append(at)
-                at = data.find(word, at + 1)
-            return found
-        search = self._regex.search
-        hit = search(data)
-        while hit is not None:
-            found.append(at := hit.start())
-            hit = search(data, at + 1)
-        return found
-
     def finder(self, data: bytes, stop: int) -> Callable[[int], int]:
         """A function giving where the first word in ``data[start:stop]`` begins, or -1."""
         regex = self._regex

@@ -14,13 +14,15 @@ stateless. Sans I/O: it sees ids and bytes, never a connection.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from typing import Final
 
 from toolid import codec, jsonparse
 from toolid.apis import api_from_shape
-from toolid.positions import DEFINES, Api, Call, Doc, Found, find_ids
+from toolid.markers import Markers
+from toolid.positions import DEFINES, Api, Call, Doc, Found, find_ids, positions
 
 # A \u escape that could spell a character of a client id ([A-Za-z0-9_-] are all in
 # U+0020..U+007F): where the request has none, a client id it defines is spelled plainly.
@@ -51,11 +53,20 @@ class Taken:
         if not isinstance(client_id, str):
             return False
         if self._ids is None:
+            if not self._may_define():
+                self._ids = frozenset()
+                return False
             literal = b'"' + client_id.encode() + b'"' if codec.has_shape(client_id) else b""
             if literal and literal not in self._request and not self._escaped():
                 return False
             self._ids = self._definitions()
         return client_id in self._ids
+
+    def _may_define(self) -> bool:
+        """Whether the request may hold a definition at all: it spells a marker of a
+        definition position (``Position.markers``), or may spell one with escapes."""
+        markers = _definition_markers(self._api) if self._api is not None else None
+        return markers is None or markers.in_(self._request) or self._escaped()
 
     def _escaped(self) -> bool:
         """Whether the request may spell a client id with escapes (then the byte search
@@ -74,6 +85,16 @@ class Taken:
             return frozenset()
         found = find_ids(document, api, Doc.REQUEST)
         return frozenset(f.value for f in found if f.role is DEFINES)
+
+
+@functools.cache
+def _definition_markers(api: Api) -> Markers:
+    return Markers(
+        f'"{marker}"'.encode()
+        for position in positions(api, Doc.REQUEST)
+        if position.role is DEFINES
+        for marker in position.markers
+    )
 
 
 NOTHING_TAKEN: Final = Taken()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any, Final
@@ -91,23 +90,23 @@ def summary(records: Iterable[Mapping[str, Any]], observe: bool = False) -> str:
     Counts id positions per action; shows the first few distinct ids of each.
     """
     records = records if isinstance(records, list) else list(records)
-    counts = Counter(map(_action, records))  # at C speed: a history has a thousand records
+    actions = list(map(_action, records))  # at C speed: a history has a thousand records
+    counts = {action: actions.count(action) for action in set(actions)}
     # The first few distinct ids of each action, and text for those only.
-    firsts: dict[str, dict[tuple[Any, ...], Mapping[str, Any]]] = {}
-    wanting = set(counts)
-    for record in records:
-        action = record["action"]
-        if action in wanting:
-            first = firsts.setdefault(action, {})
+    firsts: dict[str, dict[tuple[Any, ...], Mapping[str, Any]]] = {a: {} for a in counts}
+    wanting = len(counts)
+    for action, record in zip(actions, records, strict=True):
+        first = firsts[action]
+        if len(first) <= _EXAMPLES:
             first.setdefault(_identity(record), record)
             if len(first) > _EXAMPLES:
-                wanting.discard(action)
+                wanting -= 1
                 if not wanting:
                     break
     words = _OBSERVED if observe else _VERBS
     parts = []
     for action in ("restored", "encoded", "kept", "mapped"):
-        if not counts[action]:
+        if action not in counts:
             continue
         distinct = list(firsts[action].values())
         pairs = [_pair(record) for record in distinct[:_EXAMPLES]]

@@ -21,7 +21,7 @@ from toolid.markers import Markers
 # A line ending (CRLF, a CR not followed by LF, or LF) followed by another: an empty line.
 _BLANK_LINE: Final = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r|\n)")
 _LINE: Final = re.compile(rb"([^\r\n]*)(\r\n|\r|\n|$)")
-_BOM: Final = b"\xef\xbb\xbf"
+BOM: Final = b"\xef\xbb\xbf"  # a byte order mark may open a stream
 _LONGEST_BOUNDARY: Final = 4  # b"\r\n\r\n"
 
 
@@ -104,12 +104,21 @@ class EventFramer:
         """Whether a CR came in so far (until then, every line ending is an LF)."""
         return self._seen_cr
 
-    def hold(self, tail: bytes) -> None:
-        """Hold ``tail``, the start of an event without its blank line, as ``feed`` would
-        (a caller that framed the bytes before it itself; nothing may be held already)."""
-        if self._buffer or b"\r" in tail:
-            raise ValueError("hold() takes LF-only bytes, with nothing held")
-        self._buffer += tail
+    def head(self, size: int) -> bytes:
+        """The first ``size`` held bytes (fewer if fewer are held)."""
+        return bytes(self._buffer[:size])
+
+    def extend(self, data: bytes) -> bytearray:
+        """Hold ``data`` after the held bytes, unframed, and return all the held bytes: for
+        a caller that frames them itself (LF line endings only) and then says how many it
+        took (``taken``). Return the held bytes untouched in between."""
+        self._buffer += data
+        return self._buffer
+
+    def taken(self, count: int) -> None:
+        """The caller of ``extend`` framed the first ``count`` held bytes: drop them; the
+        rest is the start of an event, held on as ``feed`` would hold it."""
+        del self._buffer[:count]
         self._searched = max(0, len(self._buffer) - _LONGEST_BOUNDARY + 1)
         self._ended_on_cr = False
 
@@ -137,7 +146,7 @@ def data_lines(event: bytes, stream_start: bool = False) -> list[Field]:
 
     ``stream_start``: the event opens the stream, so a leading byte order mark is skipped.
     """
-    at = len(_BOM) if stream_start and event.startswith(_BOM) else 0
+    at = len(BOM) if stream_start and event.startswith(BOM) else 0
     if (
         at == 0
         and event.startswith(b"data: ")

@@ -17,12 +17,13 @@ from __future__ import annotations
 import bisect
 import logging
 from itertools import accumulate
+from typing import Any
 
 from toolid import body, decompress, native
 from toolid.body import Change, Direction, Edit, Policy, RewriteError
 from toolid.occurrence import CallIds
 from toolid.positions import Api, Doc
-from toolid.sse import EventFramer, data_lines
+from toolid.sse import BOM, EventFramer, data_lines
 
 DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
 _BOUNDARY_CONTEXT = 3  # bytes kept back while skipping an oversized event
@@ -59,6 +60,14 @@ class StreamRewriter:
         self._at_start = True
         self._skipping = False  # inside an oversized event: forward as it comes
         self._passthrough = False  # after something unexpected: forward everything as is
+        self._native_encoder = self._encoder_for(api)
+
+    def _encoder_for(self, api: Api | None) -> tuple[Any, ...] | None:
+        """What ``sse_encode`` takes to encode this stream's events (None: the API is not
+        known, or the ids are restored, not encoded)."""
+        if api is None or not self._encodes:
+            return None
+        return body.native_encoder(api, Doc.EVENT, self.calls)
 
     @property
     def decodes(self) -> bool:
@@ -125,15 +134,14 @@ class StreamRewriter:
 
     def _natively(self, data: bytes) -> bool:
         """Whether the native accelerator frames and encodes ``data``: encoding, the API
-        known, past the stream's first event (a BOM), no oversized event possible, every line
-        ending so far an LF, and no more held than comes in (so each byte is searched a
-        bounded number of times, as ``EventFramer`` guarantees)."""
+        known, no BOM opening the stream (the Python path reads it), no oversized event
+        possible, every line ending so far an LF, and no more held than comes in (so each
+        byte is searched a bounded number of times, as ``EventFramer`` guarantees)."""
         held = len(self._framer)
         return (
-            self._encodes
+            self._native_encoder is not None
             and native.extension is not None
-            and self.api is not None
-            and not self._at_start
+            and not (self._at_start and BOM.startswith((self._framer.head(3) + data)[:3]))
             and not self._skipping
             and held <= len(data)
             and held + len(data) <= self.max_event_bytes
@@ -145,19 +153,17 @@ class StreamRewriter:
         """``_frame`` in native code (``sse_encode``; the same bytes out, the same changes):
         whole events without a marker go out as they are, each event with one is encoded
         (an event of one ``data:`` line there, any other by ``_event``)."""
-        assert native.extension is not None and self.api is not None and self._markers
-        held = self._framer.take_tail()
-        buffer = held + data if held else data
-        encoder = body.native_encoder(self.api, Doc.EVENT, self.calls)
+        assert native.extension is not None and self._native_encoder and self._markers
+        self._at_start = False  # no BOM opens the stream: no event reads differently at its start
+        buffer = self._framer.extend(data)
         try:
             out, rest = native.extension.sse_encode(
-                buffer, self._markers.starts(buffer), self.changes, self._event, *encoder
+                buffer, self._markers.words, self.changes, self._event, *self._native_encoder
             )
         except Exception as exc:
             logger.debug("toolid stream rewriter failed", exc_info=True)
-            self._give_up(f"unexpected error ({exc!r})")
-            return buffer
-        self._framer.hold(buffer[rest:])
+            return self._give_up(f"unexpected error ({exc!r})")  # the held bytes and data
+        self._framer.taken(rest)
         out_bytes: bytes = out
         return out_bytes
 
@@ -198,6 +204,7 @@ class StreamRewriter:
             return event
         if self.api is None and plan.api is not None:
             self.api, self._markers = plan.api, body.id_markers(plan.api, Doc.EVENT)
+            self._native_encoder = self._encoder_for(plan.api)
         self.changes.extend(plan.changes)
         if not plan.edits:
             return event
