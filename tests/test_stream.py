@@ -746,7 +746,7 @@ def _boom(*args: object, **kwargs: object) -> body.Plan:
 
 def test_unexpected_error_switches_to_pass_through(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(body, "plan", _boom)
-    monkeypatch.setattr(CallIds, "client_id", _boom)  # the native path's way in
+    monkeypatch.setattr(CallIds, "define", _boom)  # the native path's way in
     first, second = chat_tool_event(KIMI), chat_tool_event("get_time:1")
     rewriter = StreamRewriter(Api.CHAT, ENCODE)
     assert rewriter.feed(first) == first
@@ -760,7 +760,7 @@ def test_unexpected_error_switches_to_pass_through(monkeypatch: pytest.MonkeyPat
 
 def test_unexpected_error_loses_no_byte(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(body, "plan", _boom)
-    monkeypatch.setattr(CallIds, "client_id", _boom)
+    monkeypatch.setattr(CallIds, "define", _boom)
     source = chat_tool_event(KIMI) + chat_tool_event("get_time:1")[:25]
     out, rewriter = run([source], Api.CHAT)
     assert len(rewriter.problems) == 1
@@ -769,7 +769,7 @@ def test_unexpected_error_loses_no_byte(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_unexpected_error_keeps_the_byte_order(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(body, "plan", _boom)
-    monkeypatch.setattr(CallIds, "client_id", _boom)
+    monkeypatch.setattr(CallIds, "define", _boom)
     source = chat_tool_event(KIMI) + chat_tool_event("get_time:1")[:25]
     out, rewriter = run([source], Api.CHAT)
     assert len(rewriter.problems) == 1

@@ -2,36 +2,40 @@
  *
  * parse(document: bytes, schema) -> (pruned, spans) | None
  *   Parse a JSON document keeping only the members a schema names, and record where each id
- *   literal is (toolid/prune.py builds the schema from the table).
+ *   literal is (toolid/prune.py builds the schema from the table). The parse keeps them as C
+ *   nodes (an arena), which the fused functions below walk without making Python objects;
+ *   parse() turns them into the pruned document.
  *
  * walk(document, tree, numbered, call, slots, found_type) -> list | None
  *   What positions.find_ids finds in a parsed document (toolid/positions.py: Tree), exactly
- *   as its generated Python walker does.
+ *   as its generated Python walker does (None: a path too long or too deep).
  *
- * restore(document, tree, spans, decode, roles, types) -> (edits, changes, defined) | None
- *   body's restore of every client id in a pruned request (no destination rules), fused with
- *   the walk: decode(value) gives None or (raw id, its literal); the edits (sorted, each
- *   position once) and the changes come in the order body's Python path makes them, and
- *   defined holds the values at definition positions. roles = (DEFINES, "restored"),
- *   types = (Change, Edit). None: as walk, or an id literal without a span.
+ * restore(document, table, decode, roles, types) -> (edits, changes, defined) | None
+ *   body's restore of every client id in a request (no destination rules), fused with the
+ *   parse and the walk: decode(value) gives None or (raw id, its literal); defined holds the
+ *   values at definition positions.
  *
- * encode(buffer, start, end, *encoder) -> (edits, changes) | None
- *   encoder = (table, client_id, literal, REFERS, types, words) (body.native_encoder):
- *   body's encode of the ids of the document buffer[start:end], fused: parse (spans count
- *   from the buffer's start), walk (table = (schema, tree, roots, numbered, slots); the root
- *   call from the first int member named in roots), then, in the order of body._changes
- *   (calls first, by number, then what REFERS), client_id(found)
- *   for each find; the changes, and an edit (literal(client id)) for each member that
- *   changes, sorted. types = (Found, Change, Edit), words = ("encoded",). None: not ours.
+ * encode(buffer, start, end, table, define, refer, literal, roles, types)
+ *        -> (edits, changes) | None
+ *   body's encode of the ids of the document buffer[start:end], fused likewise: each find's
+ *   client id is define(call, key, value) or, for what refers to a call, refer(call, value)
+ *   (occurrence.CallIds), its literal literal(client id).
  *
- * sse_encode(buffer, markers, changes, fallback, *encoder) -> (out: bytes, rest: int)
- *   (buffer: any bytes-like object)
- *   stream.StreamRewriter's framing and encoding of a piece of an SSE stream whose line
- *   endings are all LF: the events between hits of the markers (a tuple of words, as
- *   markers.Markers finds them) go out as they
- *   are, each event with a hit is encoded (one "data: " line: here, its changes appended to
- *   changes; any other: by fallback(event) -> bytes). out: what goes out; buffer[rest:] is
- *   an incomplete event, held by the caller.
+ *   Both: table = (schema, tree, roots, numbered) (body._native_table; the root call is the
+ *   first int member named in roots), roles = (DEFINES, REFERS), types = (Change, Edit).
+ *   The changes come in the order body's Python path makes them (the walk's; encoding, calls
+ *   first, by number, then what refers to them); the edits count from the buffer's start,
+ *   are sorted and change each member once. None: the parse does not vouch for the document,
+ *   or a path is too long or too deep (the Python path decides).
+ *
+ * sse_encode(buffer, markers, changes, fallback, table, define, refer, literal, roles, types)
+ *        -> (out: bytes, rest: int)
+ *   stream.StreamRewriter's framing and encoding of a piece of an SSE stream (buffer: any
+ *   bytes-like object) whose line endings are all LF: the events between hits of the markers
+ *   (a tuple of words, found as markers.Markers finds them) go out as they are; each event
+ *   with a hit is encoded: one "data: " line here, its changes appended to changes; any
+ *   other by fallback(event) -> bytes. out: what goes out; buffer[rest:] is an incomplete
+ *   event, held by the caller.
  *
  * splice(document: bytes, edits) -> bytes
  *   body.apply: the (start, end, text) edits, sorted and apart, spliced into the document.
@@ -62,11 +66,10 @@
 #define MAX_DEPTH 200
 #define MAX_KEYS 64 /* members of one object told apart without a hash */
 
-static PyObject *_type_key, *_index_key, *_empty; /* "type", "index", "" */
+static PyObject *_type_key, *_index_key, *_empty, *_encoded, *_restored; /* interned names */
 
 typedef struct {
     const unsigned char *start, *p, *end;
-    PyObject *spans;
     int depth;
     Py_ssize_t literal_start, literal_end; /* the last string literal read */
 } Scan;
@@ -260,13 +263,63 @@ static int next_or_close(Scan *s, unsigned char close) {
     return -1;
 }
 
-/* What a container read stands for: its pruned form, or None when it was only validated. */
-static PyObject *result(PyObject *pruned) { return pruned ? pruned : Py_NewRef(Py_None); }
+/* --- parse: what the schema keeps, as an arena of C nodes ----------------------------------- */
 
-/* The failure value: NULL, with no exception set when the document is simply not ours. */
-#define FAIL NULL
+/* What a parse keeps of a value. A_NONE: a member the schema names (or an array's element)
+ * whose value is of no use: None in the pruned document. */
+enum { A_NONE, A_TRUE, A_FALSE, A_INT, A_STR, A_OBJ, A_ARR };
 
-static PyObject *value(Scan *s, PyObject *spec);
+typedef struct {
+    unsigned char kind;
+    unsigned char leaf;    /* an A_STR kept as an id (LEAF): its span is recorded */
+    int first, last, next; /* A_OBJ members, A_ARR elements, in order; -1: none */
+    PyObject *name;        /* a member's key (the schema's str, borrowed); NULL in arrays */
+    Py_ssize_t start, end; /* A_STR: the literal, quotes included, from the buffer's start */
+    long long integer;     /* A_INT */
+} Node;
+
+typedef struct {
+    Node *nodes;
+    int count, capacity;
+} Arena;
+
+#define NOTHING_KEPT (-2) /* a value validated and dropped (-1: not ours, or an error) */
+
+static int new_node(Arena *a, unsigned char kind) {
+    if (a->count == a->capacity) {
+        int capacity = a->capacity ? a->capacity * 2 : 32;
+        Node *grown = PyMem_Realloc(a->nodes, capacity * sizeof(Node));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        a->nodes = grown;
+        a->capacity = capacity;
+    }
+    Node *node = &a->nodes[a->count];
+    node->kind = kind;
+    node->leaf = 0;
+    node->first = node->last = node->next = -1;
+    node->name = NULL;
+    return a->count++;
+}
+
+static void add_child(Arena *a, int parent, int child) {
+    if (a->nodes[parent].last < 0) a->nodes[parent].first = child;
+    else a->nodes[a->nodes[parent].last].next = child;
+    a->nodes[parent].last = child;
+}
+
+/* The child of an object named key, or -1. */
+static int member(const Arena *a, int object, PyObject *key) {
+    for (int child = a->nodes[object].first; child >= 0; child = a->nodes[child].next) {
+        PyObject *name = a->nodes[child].name;
+        if (name == key || PyUnicode_Compare(name, key) == 0) return child;
+    }
+    return -1;
+}
+
+static int value(Scan *s, PyObject *spec, Arena *a);
 
 static PyObject *spec_of(PyObject *members, const unsigned char *key, Py_ssize_t size,
                          PyObject **name) {
@@ -282,21 +335,6 @@ static PyObject *spec_of(PyObject *members, const unsigned char *key, Py_ssize_t
     return NULL;
 }
 
-static int record_span(Scan *s, PyObject *holder, PyObject *name) {
-    PyObject *address = PyLong_FromVoidPtr(holder);
-    PyObject *start = PyLong_FromSsize_t(s->literal_start);
-    PyObject *end = PyLong_FromSsize_t(s->literal_end);
-    PyObject *key = address ? PyTuple_Pack(2, address, name) : NULL;
-    PyObject *span = start && end ? PyTuple_Pack(2, start, end) : NULL;
-    int ok = key && span && PyDict_SetItem(s->spans, key, span) == 0;
-    Py_XDECREF(address);
-    Py_XDECREF(start);
-    Py_XDECREF(end);
-    Py_XDECREF(key);
-    Py_XDECREF(span);
-    return ok;
-}
-
 /* Whether the key key[:size] is among the first count keys. */
 static int repeated(const unsigned char **keys, const Py_ssize_t *sizes, int count,
                     const unsigned char *key, Py_ssize_t size) {
@@ -306,14 +344,14 @@ static int repeated(const unsigned char **keys, const Py_ssize_t *sizes, int cou
 }
 
 /* An object (s->p after its '{'); node: a schema node, or NULL to validate only. */
-static PyObject *object(Scan *s, PyObject *node) {
+static int object(Scan *s, PyObject *node, Arena *a) {
     PyObject *members = node ? PyTuple_GET_ITEM(node, 0) : NULL;
-    PyObject *pruned = node ? PyDict_New() : NULL;
-    if (node && pruned == NULL) return FAIL;
+    int self = node ? new_node(a, A_OBJ) : NOTHING_KEPT;
+    if (self == -1) return -1;
     skip_ws(s);
     if (s->p < s->end && *s->p == '}') {
         s->p++;
-        return result(pruned);
+        return self;
     }
     const unsigned char *keys[MAX_KEYS];
     Py_ssize_t sizes[MAX_KEYS];
@@ -321,287 +359,310 @@ static PyObject *object(Scan *s, PyObject *node) {
     for (;;) {
         int escaped;
         skip_ws(s);
-        if (s->p >= s->end || *s->p != '"' || !string(s, &escaped)) break;
+        if (s->p >= s->end || *s->p != '"' || !string(s, &escaped)) return -1;
         const unsigned char *key = s->start + s->literal_start + 1;
         Py_ssize_t size = s->literal_end - s->literal_start - 2;
         /* A key spelled with escapes, or given twice, in any object: which member a parser
          * sees is the full parse's to say (and what toolid does then, its rewriter's). */
-        if (escaped || count == MAX_KEYS || repeated(keys, sizes, count, key, size)) break;
+        if (escaped || count == MAX_KEYS || repeated(keys, sizes, count, key, size)) return -1;
         keys[count] = key;
         sizes[count++] = size;
         PyObject *spec = NULL, *name = NULL;
         if (members) spec = spec_of(members, key, size, &name);
-        if (!expect(s, ':')) break;
+        if (!expect(s, ':')) return -1;
         skip_ws(s);
-        PyObject *item = value(s, spec);
-        if (item == NULL) break;
-        int ok = !spec || PyDict_SetItem(pruned, name, item) == 0;
-        if (ok && spec && PyLong_Check(spec) && PyLong_AsLong(spec) == LEAF && PyUnicode_Check(item))
-            ok = record_span(s, pruned, name);
-        Py_DECREF(item);
-        int more = ok ? next_or_close(s, '}') : -1;
-        if (more == 0) return result(pruned);
-        if (more < 0) break;
+        int item = value(s, spec, a);
+        if (item == -1) return -1;
+        if (spec) {
+            a->nodes[item].name = name;
+            a->nodes[item].leaf = PyLong_Check(spec) && PyLong_AsLong(spec) == LEAF &&
+                                  a->nodes[item].kind == A_STR;
+            add_child(a, self, item);
+        }
+        int more = next_or_close(s, '}');
+        if (more == 0) return self;
+        if (more < 0) return -1;
     }
-    Py_XDECREF(pruned);
-    return FAIL;
 }
 
-/* An array (s->p after its '['); node: its objects are pruned by the node's elements. */
-static PyObject *array(Scan *s, PyObject *node) {
-    PyObject *elements = NULL;
-    PyObject *pruned = NULL;
-    if (node) {
-        elements = PyTuple_GET_ITEM(node, 1);
-        if (elements == Py_None) elements = NULL;
-        pruned = PyList_New(0);
-        if (pruned == NULL) return FAIL;
-    }
+/* An array (s->p after its '['); node: its objects are kept as the node's elements say, and
+ * every element is kept (anything but such an object as A_NONE). */
+static int array(Scan *s, PyObject *node, Arena *a) {
+    PyObject *elements = node ? PyTuple_GET_ITEM(node, 1) : NULL;
+    if (elements == Py_None) elements = NULL;
+    int self = node ? new_node(a, A_ARR) : NOTHING_KEPT;
+    if (self == -1) return -1;
     skip_ws(s);
     if (s->p < s->end && *s->p == ']') {
         s->p++;
-        return result(pruned);
+        return self;
     }
     for (;;) {
         skip_ws(s);
         int is_object = s->p < s->end && *s->p == '{';
-        PyObject *item = value(s, is_object && elements ? elements : NULL);
-        if (item == NULL) break;
-        int ok = !pruned || PyList_Append(pruned, item) == 0;
-        Py_DECREF(item);
-        int more = ok ? next_or_close(s, ']') : -1;
-        if (more == 0) return result(pruned);
-        if (more < 0) break;
+        int item = value(s, is_object && elements ? elements : NULL, a);
+        if (item == -1) return -1;
+        if (node) {
+            if (item == NOTHING_KEPT && (item = new_node(a, A_NONE)) == -1) return -1;
+            add_child(a, self, item);
+        }
+        int more = next_or_close(s, ']');
+        if (more == 0) return self;
+        if (more < 0) return -1;
     }
-    Py_XDECREF(pruned);
-    return FAIL;
+}
+
+/* What is kept of a scalar read with spec (LEAF, KEEP or a node: only A_NONE then). */
+static int scalar(Arena *a, PyObject *spec, int kind) {
+    return spec ? new_node(a, kind) : NOTHING_KEPT;
 }
 
 /* Any value (s->p at its first byte); spec: NULL (validate only), LEAF, KEEP or a node.
- * Returns what the pruned document holds for it (None when nothing). */
-static PyObject *value(Scan *s, PyObject *spec) {
-    if (s->p >= s->end) return FAIL;
+ * Returns its node (with a spec: always one, A_NONE when nothing is of use), NOTHING_KEPT
+ * (no spec), or -1 (not ours, or an error: then an exception is set). */
+static int value(Scan *s, PyObject *spec, Arena *a) {
+    if (s->p >= s->end) return -1;
     int kind = -1; /* -1: a node or nothing */
     if (spec && PyLong_Check(spec)) kind = (int)PyLong_AsLong(spec);
     PyObject *node = spec && PyTuple_Check(spec) ? spec : NULL;
     unsigned char c = *s->p;
     if (c == '{' || c == '[') {
-        if (++s->depth > MAX_DEPTH) return FAIL;
+        if (++s->depth > MAX_DEPTH) return -1;
         s->p++;
-        PyObject *result = c == '{' ? object(s, node) : array(s, node);
+        int read = c == '{' ? object(s, node, a) : array(s, node, a);
         s->depth--;
-        return result;
+        if (read == NOTHING_KEPT && spec) return new_node(a, A_NONE);
+        return read;
     }
     if (c == '"') {
         int escaped;
-        const unsigned char *at = s->p;
-        if (!string(s, &escaped)) return FAIL;
-        if (kind == LEAF || kind == KEEP) {
-            if (escaped) return FAIL; /* the full parse reads escapes */
-            return PyUnicode_DecodeUTF8((const char *)at + 1, s->p - at - 2, "strict");
+        if (!string(s, &escaped)) return -1;
+        if (kind != LEAF && kind != KEEP) return scalar(a, spec, A_NONE);
+        if (escaped) return -1; /* the full parse reads escapes */
+        int self = new_node(a, A_STR);
+        if (self >= 0) {
+            a->nodes[self].start = s->literal_start;
+            a->nodes[self].end = s->literal_end;
         }
-        return Py_NewRef(Py_None);
+        return self;
     }
     if (c == '-' || (c >= '0' && c <= '9')) {
         int integer;
         const unsigned char *at = s->p;
-        if (!number(s, &integer)) return FAIL;
-        if (kind == KEEP && integer) {
-            Py_ssize_t digits = s->p - at - (*at == '-');
-            if (digits > 18) return FAIL; /* parsers differ beyond 64 bits: the full parse */
-            long long number = 0; /* at most 18 digits: no overflow */
-            for (const unsigned char *d = at + (*at == '-'); d < s->p; d++)
-                number = number * 10 + (*d - '0');
-            return PyLong_FromLongLong(*at == '-' ? -number : number);
-        }
-        return Py_NewRef(Py_None);
+        if (!number(s, &integer)) return -1;
+        if (kind != KEEP || !integer) return scalar(a, spec, A_NONE);
+        Py_ssize_t digits = s->p - at - (*at == '-');
+        if (digits > 18) return -1; /* parsers differ beyond 64 bits: the full parse */
+        long long number = 0;      /* at most 18 digits: no overflow */
+        for (const unsigned char *d = at + (*at == '-'); d < s->p; d++)
+            number = number * 10 + (*d - '0');
+        int self = new_node(a, A_INT);
+        if (self >= 0) a->nodes[self].integer = *at == '-' ? -number : number;
+        return self;
     }
-    if (word(s, "true", 4)) return Py_NewRef(kind == KEEP ? Py_True : Py_None);
-    if (word(s, "false", 5)) return Py_NewRef(kind == KEEP ? Py_False : Py_None);
-    if (word(s, "null", 4)) return Py_NewRef(Py_None);
-    return FAIL;
+    if (word(s, "true", 4)) return scalar(a, spec, kind == KEEP ? A_TRUE : A_NONE);
+    if (word(s, "false", 5)) return scalar(a, spec, kind == KEEP ? A_FALSE : A_NONE);
+    if (word(s, "null", 4)) return scalar(a, spec, A_NONE);
+    return -1;
 }
 
-/* Parse buffer[start:end] (spans count from the buffer's start): 1 and *pruned, *spans set;
- * 0: not ours; -1: an error. */
+/* Parse buffer[start:end] into a (its root, an object, is node 0): 1, 0 (not ours) or -1 (an
+ * error). Spans count from the buffer's start. */
 static int parse_range(const unsigned char *buffer, Py_ssize_t start, Py_ssize_t end,
-                       PyObject *schema, PyObject **pruned, PyObject **spans) {
-    Scan s = {buffer, buffer + start, buffer + end, PyDict_New(), 0, 0, 0};
-    *pruned = NULL;
-    *spans = NULL;
-    if (s.spans == NULL) return -1;
-    int done = 0;
+                       PyObject *schema, Arena *a) {
+    Scan s = {buffer, buffer + start, buffer + end, 0, 0, 0};
+    a->nodes = NULL;
+    a->count = a->capacity = 0;
     if (expect(&s, '{')) {
         s.depth = 1;
-        PyObject *object_read = object(&s, schema);
-        if (object_read != NULL) {
+        if (object(&s, schema, a) == 0) {
             skip_ws(&s);
-            if (s.p == s.end) {
-                *pruned = object_read;
-                *spans = s.spans;
-                return 1;
-            }
-            Py_DECREF(object_read);
+            if (s.p == s.end) return 1;
         }
     }
-    if (PyErr_Occurred()) {
-        if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
-            PyErr_Clear(); /* cannot happen for validated UTF-8; not ours either way */
-        else
-            done = -1;
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* The pruned document of node i as Python objects, with the spans of its LEAF strings. */
+static PyObject *materialize(const Arena *a, int i, const unsigned char *buffer,
+                             PyObject *spans) {
+    const Node *node = &a->nodes[i];
+    switch (node->kind) {
+    case A_TRUE:
+        return Py_NewRef(Py_True);
+    case A_FALSE:
+        return Py_NewRef(Py_False);
+    case A_INT:
+        return PyLong_FromLongLong(node->integer);
+    case A_STR:
+        return PyUnicode_DecodeUTF8((const char *)buffer + node->start + 1,
+                                    node->end - node->start - 2, "strict");
+    case A_OBJ:
+    case A_ARR:
+        break;
+    default:
+        return Py_NewRef(Py_None);
     }
-    Py_DECREF(s.spans);
-    return done;
+    PyObject *container = node->kind == A_OBJ ? PyDict_New() : PyList_New(0);
+    for (int child = node->first; container && child >= 0; child = a->nodes[child].next) {
+        PyObject *item = materialize(a, child, buffer, spans);
+        int done = -1;
+        if (item && node->kind == A_ARR) done = PyList_Append(container, item);
+        else if (item) done = PyDict_SetItem(container, a->nodes[child].name, item);
+        if (done == 0 && a->nodes[child].leaf) {
+            PyObject *span = Py_BuildValue("(nn)", a->nodes[child].start, a->nodes[child].end);
+            PyObject *address = PyLong_FromVoidPtr(container);
+            PyObject *key = address ? PyTuple_Pack(2, address, a->nodes[child].name) : NULL;
+            done = span && key ? PyDict_SetItem(spans, key, span) : -1;
+            Py_XDECREF(span);
+            Py_XDECREF(address);
+            Py_XDECREF(key);
+        }
+        Py_XDECREF(item);
+        if (done < 0) Py_CLEAR(container);
+    }
+    return container;
 }
 
 static PyObject *parse(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     Py_buffer document;
+    Arena a;
     if (nargs != 2 || !PyTuple_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "parse(document: bytes, schema: tuple)");
         return NULL;
     }
     if (PyObject_GetBuffer(args[0], &document, PyBUF_SIMPLE) < 0) return NULL;
-    PyObject *pruned, *spans, *result = NULL;
-    int done = parse_range(document.buf, 0, document.len, args[1], &pruned, &spans);
-    if (done > 0) result = Py_BuildValue("(NN)", pruned, spans);
-    else if (done == 0) result = Py_NewRef(Py_None);
+    PyObject *result = NULL;
+    int done = parse_range(document.buf, 0, document.len, args[1], &a);
+    if (done > 0) {
+        PyObject *spans = PyDict_New();
+        PyObject *pruned = spans ? materialize(&a, 0, document.buf, spans) : NULL;
+        if (pruned) result = Py_BuildValue("(NN)", pruned, spans);
+        else Py_XDECREF(spans);
+    } else if (done == 0) {
+        result = Py_NewRef(Py_None);
+    }
+    PyMem_Free(a.nodes);
     PyBuffer_Release(&document);
     return result;
 }
 
-/* --- walk: the table's tree over a parsed document ----------------------------------- */
+/* --- walk: the table's tree over a document ----------------------------------------------- */
+
+/* Both walkers follow positions.Tree: (leaves, members, elements), as its generated Python
+ * walker does; walk() over Python objects (any parsed document), find() over an arena. */
 
 #define PATH_SIZE 4096
 #define MAX_NUMBERS 64
 
+/* Where a walk is: the concrete path so far, and the numbers of the calls it is inside. */
 typedef struct {
-    PyTypeObject *found_type; /* walk: Found; restore: Change */
-    PyObject *slots;          /* a list of lists, one per position */
-    PyObject *call;           /* the root call (a tuple) */
+    PyObject *root; /* the root call (a tuple) */
     int numbered;
-    char path[PATH_SIZE];
-    Py_ssize_t path_len;
+    char text[PATH_SIZE];
+    Py_ssize_t size;
     PyObject *numbers[MAX_NUMBERS]; /* owned */
     int count;
-    /* restore only (decode is NULL for walk) */
-    PyObject *decode, *spans, *defines, *restored, *edits, *defined;
-    PyTypeObject *edit_type;
-} Walk;
+} Path;
 
-/* "[index]" into digits (room for 24); its length. */
-static int bracketed(char *digits, Py_ssize_t index) {
-    char reversed[20];
-    int count = 0, size = 0;
-    do reversed[count++] = (char)('0' + index % 10);
-    while ((index /= 10) > 0);
-    digits[size++] = '[';
-    while (count > 0) digits[size++] = reversed[--count];
-    digits[size++] = ']';
-    return size;
+static void path_start(Path *p, PyObject *root, int numbered) {
+    p->root = root;
+    p->numbered = numbered;
+    p->size = 0;
+    p->count = 0;
 }
 
-static int push_path(Walk *w, const char *text, Py_ssize_t size, int member) {
-    Py_ssize_t dot = member && w->path_len > 0;
-    if (w->path_len + dot + size >= PATH_SIZE) return 0;
-    if (dot) w->path[w->path_len++] = '.';
-    memcpy(w->path + w->path_len, text, size);
-    w->path_len += size;
+static void path_end(Path *p) {
+    while (p->count > 0) Py_CLEAR(p->numbers[--p->count]);
+}
+
+/* Add ".key" (or "key" first) to the path: 1, 0 (too long: not ours) or -1 (an error). */
+static int push_key(Path *p, PyObject *key) {
+    Py_ssize_t size;
+    const char *text = PyUnicode_AsUTF8AndSize(key, &size);
+    if (text == NULL) return -1;
+    Py_ssize_t dot = p->size > 0;
+    if (p->size + dot + size >= PATH_SIZE) return 0;
+    if (dot) p->text[p->size++] = '.';
+    memcpy(p->text + p->size, text, size);
+    p->size += size;
     return 1;
 }
 
-static PyObject *path_of(Walk *w, PyObject *key) {
-    Py_ssize_t size, saved = w->path_len;
-    const char *text = PyUnicode_AsUTF8AndSize(key, &size);
-    if (text == NULL) return NULL;
-    if (!push_path(w, text, size, 1)) return Py_NewRef(Py_None);
-    PyObject *path = PyUnicode_DecodeUTF8(w->path, w->path_len, "strict");
-    w->path_len = saved;
-    return path;
+/* Add "[index]", and (numbered) the element's number: its own "index" member if that is an
+ * int (number, or NULL), else its position. 1, 0 (too deep: not ours) or -1 (an error). */
+static int push_index(Path *p, Py_ssize_t index, PyObject *number) {
+    char digits[24], reversed[20];
+    int count = 0, size = 0;
+    Py_ssize_t rest = index;
+    do reversed[count++] = (char)('0' + rest % 10);
+    while ((rest /= 10) > 0);
+    digits[size++] = '[';
+    while (count > 0) digits[size++] = reversed[--count];
+    digits[size++] = ']';
+    if (p->size + size >= PATH_SIZE) return 0;
+    if (p->numbered) {
+        if (p->count >= MAX_NUMBERS) return 0;
+        number = number ? Py_NewRef(number) : PyLong_FromSsize_t(index);
+        if (number == NULL) return -1;
+        p->numbers[p->count++] = number;
+    }
+    memcpy(p->text + p->size, digits, size);
+    p->size += size;
+    return 1;
 }
 
-/* A restore at one position: the change and the edit, if decode changes the value. */
-static int restore_at(Walk *w, PyObject *node, PyObject *key, PyObject *value, PyObject *role,
-                      Py_ssize_t slot) {
-    if (role == w->defines && PyList_Append(w->defined, value) < 0) return -1;
-    PyObject *decoded = PyObject_CallOneArg(w->decode, value);
-    if (decoded == NULL) return -1;
-    if (decoded == Py_None) {
-        Py_DECREF(decoded);
-        return 1;
-    }
-    int done = -1;
-    PyObject *address = NULL, *member = NULL, *path = NULL, *edit = NULL, *change = NULL;
-    if (!PyTuple_Check(decoded) || PyTuple_GET_SIZE(decoded) != 2) {
-        PyErr_SetString(PyExc_TypeError, "decode gives None or (raw, literal)");
-        goto done;
-    }
-    address = PyLong_FromVoidPtr(node);
-    member = address ? PyTuple_Pack(2, address, key) : NULL;
-    if (member == NULL) goto done;
-    PyObject *span = PyDict_GetItemWithError(w->spans, member);
-    if (span == NULL || !PyTuple_Check(span) || PyTuple_GET_SIZE(span) != 2) {
-        done = PyErr_Occurred() ? -1 : 0;
-        goto done;
-    }
-    path = path_of(w, key);
-    if (path == NULL || path == Py_None) {
-        done = path ? 0 : -1;
-        goto done;
-    }
-    edit = w->edit_type->tp_alloc(w->edit_type, 3);
-    change = w->found_type->tp_alloc(w->found_type, 6);
-    if (edit == NULL || change == NULL) goto done;
-    PyTuple_SET_ITEM(edit, 0, Py_NewRef(PyTuple_GET_ITEM(span, 0)));
-    PyTuple_SET_ITEM(edit, 1, Py_NewRef(PyTuple_GET_ITEM(span, 1)));
-    PyTuple_SET_ITEM(edit, 2, Py_NewRef(PyTuple_GET_ITEM(decoded, 1)));
-    PyTuple_SET_ITEM(change, 0, Py_NewRef(path));
-    PyTuple_SET_ITEM(change, 1, Py_NewRef(PyTuple_GET_ITEM(decoded, 0)));
-    PyTuple_SET_ITEM(change, 2, Py_NewRef(value));
-    PyTuple_SET_ITEM(change, 3, Py_NewRef(w->restored));
-    PyTuple_SET_ITEM(change, 4, Py_NewRef(_empty));
-    PyTuple_SET_ITEM(change, 5, Py_NewRef(_empty));
-    if (PyList_Append(w->edits, edit) == 0 &&
-        PyList_Append(PyList_GET_ITEM(w->slots, slot), change) == 0)
-        done = 1;
-done:
-    Py_DECREF(decoded);
-    Py_XDECREF(address);
-    Py_XDECREF(member);
-    Py_XDECREF(path);
-    Py_XDECREF(edit);
-    Py_XDECREF(change);
-    return done;
+/* Back to where a push started (size: the path's size before it). */
+static void pop(Path *p, Py_ssize_t size, int numbered) {
+    p->size = size;
+    if (numbered && p->numbered) Py_CLEAR(p->numbers[--p->count]);
 }
+
+/* The call an id here belongs to: the root call and the numbers so far. */
+static PyObject *call_here(Path *p) {
+    if (p->count == 0) return Py_NewRef(p->root);
+    Py_ssize_t root = PyTuple_GET_SIZE(p->root);
+    PyObject *call = PyTuple_New(root + p->count);
+    if (call == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < root; i++)
+        PyTuple_SET_ITEM(call, i, Py_NewRef(PyTuple_GET_ITEM(p->root, i)));
+    for (int i = 0; i < p->count; i++) PyTuple_SET_ITEM(call, root + i, Py_NewRef(p->numbers[i]));
+    return call;
+}
+
+/* A step of the tree's elements: (types, needs, bare, inside). */
+typedef struct {
+    PyObject *types, *needs, *inside;
+    int bare;
+} Step;
+
+static Step step_at(PyObject *elements, Py_ssize_t i) {
+    PyObject *step = PyTuple_GET_ITEM(elements, i);
+    Step s = {PyTuple_GET_ITEM(step, 0), PyTuple_GET_ITEM(step, 1), PyTuple_GET_ITEM(step, 3),
+              PyObject_IsTrue(PyTuple_GET_ITEM(step, 2))};
+    return s;
+}
+
+/* --- over Python objects ---- */
+
+typedef struct {
+    Path path;
+    PyTypeObject *found_type;
+    PyObject *slots; /* a list of lists, one per position */
+} Walk;
 
 static int emit(Walk *w, PyObject *node, PyObject *key, PyObject *value, PyObject *role,
                 Py_ssize_t slot) {
-    if (w->decode != NULL) return restore_at(w, node, key, value, role, slot);
-    Py_ssize_t size, saved = w->path_len;
-    const char *text = PyUnicode_AsUTF8AndSize(key, &size);
-    if (text == NULL) return -1;
-    if (!push_path(w, text, size, 1)) return 0;
-    PyObject *path = PyUnicode_DecodeUTF8(w->path, w->path_len, "strict");
-    w->path_len = saved;
-    if (path == NULL) return -1;
-    PyObject *call;
-    if (w->count == 0) {
-        call = Py_NewRef(w->call);
-    } else {
-        Py_ssize_t root = PyTuple_GET_SIZE(w->call);
-        call = PyTuple_New(root + w->count);
-        if (call == NULL) {
-            Py_DECREF(path);
-            return -1;
-        }
-        for (Py_ssize_t i = 0; i < root; i++)
-            PyTuple_SET_ITEM(call, i, Py_NewRef(PyTuple_GET_ITEM(w->call, i)));
-        for (int i = 0; i < w->count; i++)
-            PyTuple_SET_ITEM(call, root + i, Py_NewRef(w->numbers[i]));
-    }
-    PyObject *found = w->found_type->tp_alloc(w->found_type, 6);
+    Py_ssize_t saved = w->path.size;
+    int pushed = push_key(&w->path, key);
+    if (pushed <= 0) return pushed;
+    PyObject *path = PyUnicode_DecodeUTF8(w->path.text, w->path.size, "strict");
+    w->path.size = saved;
+    PyObject *call = path ? call_here(&w->path) : NULL;
+    PyObject *found = call ? w->found_type->tp_alloc(w->found_type, 6) : NULL;
     if (found == NULL) {
-        Py_DECREF(path);
-        Py_DECREF(call);
+        Py_XDECREF(path);
+        Py_XDECREF(call);
         return -1;
     }
     PyTuple_SET_ITEM(found, 0, Py_NewRef(node));
@@ -616,11 +677,11 @@ static int emit(Walk *w, PyObject *node, PyObject *key, PyObject *value, PyObjec
 }
 
 /* Whether an element goes on (positions.Tree.elements). -1: an error. */
-static int admits(PyObject *element, PyObject *types, PyObject *needs, int bare) {
-    if (bare) return 1;
+static int admits(PyObject *element, Step *step) {
+    if (step->bare) return 1;
     if (!PyDict_Check(element)) return 0;
-    if (needs != Py_None) {
-        PyObject *iterator = PyObject_GetIter(needs), *name;
+    if (step->needs != Py_None) {
+        PyObject *iterator = PyObject_GetIter(step->needs), *name;
         int any = 0;
         if (iterator == NULL) return -1;
         while (!any && (name = PyIter_Next(iterator)) != NULL) {
@@ -631,11 +692,11 @@ static int admits(PyObject *element, PyObject *types, PyObject *needs, int bare)
         if (any < 0 || PyErr_Occurred()) return -1;
         if (!any) return 0;
     }
-    if (types != Py_None) {
+    if (step->types != Py_None) {
         PyObject *kind = PyDict_GetItemWithError(element, _type_key);
         if (kind == NULL) return PyErr_Occurred() ? -1 : 0;
         if (!PyUnicode_Check(kind)) return 0;
-        return PySet_Contains(types, kind);
+        return PySet_Contains(step->types, kind);
     }
     return 1;
 }
@@ -644,122 +705,60 @@ static int admits(PyObject *element, PyObject *types, PyObject *needs, int bare)
 static int visit(Walk *w, PyObject *node, PyObject *tree) {
     PyObject *leaves = PyTuple_GET_ITEM(tree, 0), *members = PyTuple_GET_ITEM(tree, 1);
     PyObject *elements = PyTuple_GET_ITEM(tree, 2);
+    int done = 1;
     if (PyDict_Check(node)) {
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(leaves); i++) {
-            PyObject *leaf = PyTuple_GET_ITEM(leaves, i);
-            PyObject *key = PyTuple_GET_ITEM(leaf, 0);
+        for (Py_ssize_t i = 0; done > 0 && i < PyTuple_GET_SIZE(leaves); i++) {
+            PyObject *leaf = PyTuple_GET_ITEM(leaves, i), *key = PyTuple_GET_ITEM(leaf, 0);
             PyObject *value = PyDict_GetItemWithError(node, key);
-            if (value == NULL) {
-                if (PyErr_Occurred()) return -1;
-                continue;
-            }
-            if (!PyUnicode_CheckExact(value)) continue;
+            if (value == NULL && PyErr_Occurred()) return -1;
+            if (value == NULL || !PyUnicode_CheckExact(value)) continue;
             Py_ssize_t slot = PyLong_AsSsize_t(PyTuple_GET_ITEM(leaf, 1));
-            int done = emit(w, node, key, value, PyTuple_GET_ITEM(leaf, 2), slot);
-            if (done <= 0) return done;
+            done = emit(w, node, key, value, PyTuple_GET_ITEM(leaf, 2), slot);
         }
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(members); i++) {
-            PyObject *member = PyTuple_GET_ITEM(members, i);
-            PyObject *key = PyTuple_GET_ITEM(member, 0);
+        for (Py_ssize_t i = 0; done > 0 && i < PyTuple_GET_SIZE(members); i++) {
+            PyObject *entry = PyTuple_GET_ITEM(members, i), *key = PyTuple_GET_ITEM(entry, 0);
             PyObject *child = PyDict_GetItemWithError(node, key);
-            if (child == NULL) {
-                if (PyErr_Occurred()) return -1;
-                continue;
-            }
-            if (child == Py_None) continue;
-            Py_ssize_t size, saved = w->path_len;
-            const char *text = PyUnicode_AsUTF8AndSize(key, &size);
-            if (text == NULL) return -1;
-            if (!push_path(w, text, size, 1)) return 0;
+            if (child == NULL && PyErr_Occurred()) return -1;
+            if (child == NULL || child == Py_None) continue;
+            Py_ssize_t saved = w->path.size;
+            done = push_key(&w->path, key);
             Py_INCREF(child); /* the walk must not outlive it (nothing mutates it; cheap) */
-            int done = visit(w, child, PyTuple_GET_ITEM(member, 1));
+            if (done > 0) done = visit(w, child, PyTuple_GET_ITEM(entry, 1));
             Py_DECREF(child);
-            w->path_len = saved;
-            if (done <= 0) return done;
+            w->path.size = saved;
         }
     }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(elements); i++) {
-        PyObject *step = PyTuple_GET_ITEM(elements, i);
-        PyObject *types = PyTuple_GET_ITEM(step, 0), *needs = PyTuple_GET_ITEM(step, 1);
-        int bare = PyObject_IsTrue(PyTuple_GET_ITEM(step, 2));
-        PyObject *inside = PyTuple_GET_ITEM(step, 3);
-        if (PyList_Check(node)) {
-            for (Py_ssize_t index = 0; index < PyList_GET_SIZE(node); index++) {
-                PyObject *element = PyList_GET_ITEM(node, index);
-                Py_INCREF(element);
-                int admitted = admits(element, types, needs, bare);
-                int done = 1;
-                if (admitted < 0) done = -1;
-                else if (admitted) {
-                    char digits[24];
-                    int size = bracketed(digits, index);
-                    Py_ssize_t saved = w->path_len;
-                    int pushed = 0;
-                    if (!push_path(w, digits, size, 0)) done = 0;
-                    else if (w->numbered && w->count >= MAX_NUMBERS) done = 0;
-                    else if (w->numbered) {
-                        /* its own "index" member if that is an int, else its position */
-                        PyObject *number = NULL;
-                        if (PyDict_Check(element)) {
-                            number = PyDict_GetItemWithError(element, _index_key);
-                            if (number == NULL && PyErr_Occurred()) done = -1;
-                        }
-                        if (done > 0) {
-                            number = number && PyLong_CheckExact(number)
-                                         ? Py_NewRef(number)
-                                         : PyLong_FromSsize_t(index);
-                            if (number == NULL) done = -1;
-                            else {
-                                w->numbers[w->count++] = number;
-                                pushed = 1;
-                            }
-                        }
-                    }
-                    if (done > 0) done = visit(w, element, inside);
-                    if (pushed) Py_CLEAR(w->numbers[--w->count]);
-                    w->path_len = saved;
+    for (Py_ssize_t i = 0; done > 0 && i < PyTuple_GET_SIZE(elements); i++) {
+        Step step = step_at(elements, i);
+        if (!PyList_Check(node)) {
+            done = admits(node, &step);
+            if (done > 0) done = visit(w, node, step.inside);
+            else if (done == 0) done = 1;
+            continue;
+        }
+        for (Py_ssize_t index = 0; done > 0 && index < PyList_GET_SIZE(node); index++) {
+            PyObject *element = Py_NewRef(PyList_GET_ITEM(node, index));
+            int admitted = admits(element, &step);
+            PyObject *number = NULL;
+            if (admitted > 0 && w->path.numbered && PyDict_Check(element)) {
+                number = PyDict_GetItemWithError(element, _index_key);
+                if (number == NULL && PyErr_Occurred()) admitted = -1;
+                if (number && !PyLong_CheckExact(number)) number = NULL;
+            }
+            Py_ssize_t saved = w->path.size;
+            if (admitted > 0) {
+                done = push_index(&w->path, index, number);
+                if (done > 0) {
+                    done = visit(w, element, step.inside);
+                    pop(&w->path, saved, 1);
                 }
-                Py_DECREF(element);
-                if (done <= 0) return done;
+            } else if (admitted < 0) {
+                done = -1;
             }
-        } else {
-            int admitted = admits(node, types, needs, bare);
-            if (admitted < 0) return -1;
-            if (admitted) {
-                int done = visit(w, node, inside);
-                if (done <= 0) return done;
-            }
+            Py_DECREF(element);
         }
     }
-    return 1;
-}
-
-/* The walk from the root: each position's finds (Found, or Change in a restore) in table
- * order, or None (not ours); NULL: an error. */
-static PyObject *walk_all(Walk *w, PyObject *document, PyObject *tree, Py_ssize_t slots) {
-    PyObject *result = NULL;
-    w->slots = PyList_New(slots);
-    if (w->slots == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < slots; i++) {
-        PyObject *list = PyList_New(0);
-        if (list == NULL) goto done;
-        PyList_SET_ITEM(w->slots, i, list);
-    }
-    int walked = visit(w, document, tree);
-    while (w->count > 0) Py_CLEAR(w->numbers[--w->count]);
-    if (walked < 0) goto done;
-    if (walked == 0) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    result = PyList_New(0);
-    for (Py_ssize_t i = 0; result && i < slots; i++) {
-        PyObject *list = PyList_GET_ITEM(w->slots, i);
-        if (PyList_SetSlice(result, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, list) < 0) Py_CLEAR(result);
-    }
-done:
-    Py_CLEAR(w->slots);
-    return result;
+    return done;
 }
 
 static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -770,265 +769,461 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_ssize_t slots = PyLong_AsSsize_t(args[4]);
-    Walk *w = PyMem_Calloc(1, sizeof(Walk));
+    Walk *w = PyMem_Malloc(sizeof(Walk)); /* the path is filled as it goes: not cleared */
     if (w == NULL) return PyErr_NoMemory();
+    path_start(&w->path, args[3], PyObject_IsTrue(args[2]));
     w->found_type = (PyTypeObject *)args[5];
-    w->call = args[3];
-    w->numbered = PyObject_IsTrue(args[2]);
-    PyObject *result = walk_all(w, args[0], args[1], slots);
+    w->slots = PyList_New(slots);
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; w->slots && i < slots; i++) {
+        PyObject *list = PyList_New(0);
+        if (list == NULL) Py_CLEAR(w->slots);
+        else PyList_SET_ITEM(w->slots, i, list);
+    }
+    int walked = w->slots ? visit(w, args[0], args[1]) : -1;
+    path_end(&w->path);
+    if (walked == 0) result = Py_NewRef(Py_None);
+    else if (walked > 0) result = PyList_New(0);
+    for (Py_ssize_t i = 0; walked > 0 && result && i < slots; i++) {
+        PyObject *list = PyList_GET_ITEM(w->slots, i);
+        if (PyList_SetSlice(result, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, list) < 0) Py_CLEAR(result);
+    }
+    Py_XDECREF(w->slots);
     PyMem_Free(w);
     return result;
 }
 
-/* Sort the edits by where they start, each position once (two finds of one member). */
-static int sorted_apart(PyObject *edits) {
-    if (PyList_Sort(edits) < 0) return -1;
-    Py_ssize_t kept = 0, n = PyList_GET_SIZE(edits);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *edit = PyList_GET_ITEM(edits, i);
-        if (kept > 0) {
-            PyObject *last = PyList_GET_ITEM(edits, kept - 1);
-            int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(last, 0),
-                                                PyTuple_GET_ITEM(edit, 0), Py_EQ);
-            if (same < 0) return -1;
-            if (same) continue;
-        }
-        if (kept != i) {
-            Py_INCREF(edit);
-            PyList_SetItem(edits, kept, edit); /* steals; drops the one there */
-        }
-        kept++;
-    }
-    return PyList_SetSlice(edits, kept, n, NULL);
-}
+/* --- over an arena ---- */
 
-static PyObject *restore(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7 || !PyTuple_Check(args[1]) || !PyDict_Check(args[2]) ||
-        !PyTuple_Check(args[4]) || PyTuple_GET_SIZE(args[4]) != 2 || !PyTuple_Check(args[5]) ||
-        PyTuple_GET_SIZE(args[5]) != 2 || !PyType_Check(PyTuple_GET_ITEM(args[5], 0)) ||
-        !PyType_Check(PyTuple_GET_ITEM(args[5], 1)) || !PyLong_Check(args[6])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "restore(document, tree, spans, decode, roles, types, slots)");
-        return NULL;
-    }
-    Walk *w = PyMem_Calloc(1, sizeof(Walk));
-    if (w == NULL) return PyErr_NoMemory();
-    w->spans = args[2];
-    w->decode = args[3];
-    w->defines = PyTuple_GET_ITEM(args[4], 0);
-    w->restored = PyTuple_GET_ITEM(args[4], 1);
-    w->found_type = (PyTypeObject *)PyTuple_GET_ITEM(args[5], 0);
-    w->edit_type = (PyTypeObject *)PyTuple_GET_ITEM(args[5], 1);
-    w->edits = PyList_New(0);
-    w->defined = PyList_New(0);
-    PyObject *result = NULL, *changes = NULL;
-    if (w->edits == NULL || w->defined == NULL) goto done;
-    changes = walk_all(w, args[0], args[1], PyLong_AsSsize_t(args[6]));
-    if (changes == NULL || changes == Py_None) {
-        result = changes;
-        changes = NULL;
-        goto done;
-    }
-    if (sorted_apart(w->edits) < 0) goto done;
-    result = PyTuple_Pack(3, w->edits, changes, w->defined);
-done:
-    Py_XDECREF(changes);
-    Py_XDECREF(w->edits);
-    Py_XDECREF(w->defined);
-    PyMem_Free(w);
-    return result;
-}
-
-/* --- encode: the ids of one response or event, made safe --------------------------------- */
-
-/* What encoding reads: the table and body's callbacks (see encode's comment at the top). */
+/* One id found: its string node, where, and its call. */
 typedef struct {
-    PyObject *schema, *tree, *roots, *client_id, *literal, *refers, *encoded;
-    int numbered;
-    Py_ssize_t slots;
-    PyTypeObject *found_type, *change_type, *edit_type;
-} Encoder;
+    int node;
+    PyObject *key, *role; /* borrowed from the tree */
+    PyObject *call;       /* owned */
+    Py_ssize_t slot, order;
+    Py_ssize_t path_at, path_size; /* its path, in Finder.paths */
+} Find;
 
-/* Read kit = (table, client_id, literal, REFERS, types, words); 0 on a TypeError. */
-static int encoder_from(Encoder *e, PyObject *const *kit) {
-    PyObject *table = kit[0], *types = kit[4], *words = kit[5];
-    if (!PyTuple_Check(table) || PyTuple_GET_SIZE(table) != 5 ||
+typedef struct {
+    Path path;
+    const Arena *arena;
+    const unsigned char *buffer;
+    Find *finds;
+    Py_ssize_t count, capacity;
+    char *paths;
+    Py_ssize_t paths_size, paths_capacity;
+} Finder;
+
+static void finder_end(Finder *f) {
+    path_end(&f->path);
+    for (Py_ssize_t i = 0; i < f->count; i++) Py_CLEAR(f->finds[i].call);
+    PyMem_Free(f->finds);
+    PyMem_Free(f->paths);
+}
+
+/* A node's string, as the pruned document holds it (the literal has no escapes). */
+static PyObject *text_of(const Finder *f, int node) {
+    const Node *n = &f->arena->nodes[node];
+    return PyUnicode_DecodeUTF8((const char *)f->buffer + n->start + 1, n->end - n->start - 2,
+                                "strict");
+}
+
+static int found(Finder *f, int node, PyObject *key, PyObject *role, Py_ssize_t slot) {
+    Py_ssize_t saved = f->path.size;
+    int pushed = push_key(&f->path, key);
+    if (pushed <= 0) return pushed;
+    if (f->count == f->capacity || f->paths_size + f->path.size > f->paths_capacity) {
+        Py_ssize_t capacity = f->capacity * 2 + 8, room = f->paths_capacity * 2 + 512;
+        Find *finds = PyMem_Realloc(f->finds, capacity * sizeof(Find));
+        if (finds) f->finds = finds, f->capacity = capacity;
+        char *paths = finds ? PyMem_Realloc(f->paths, room + f->path.size) : NULL;
+        if (paths == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        f->paths = paths;
+        f->paths_capacity = room + f->path.size;
+    }
+    PyObject *call = call_here(&f->path);
+    if (call == NULL) return -1;
+    Find *find = &f->finds[f->count];
+    find->node = node;
+    find->key = key;
+    find->role = role;
+    find->call = call;
+    find->slot = slot;
+    find->order = f->count++;
+    find->path_at = f->paths_size;
+    find->path_size = f->path.size;
+    memcpy(f->paths + f->paths_size, f->path.text, f->path.size);
+    f->paths_size += f->path.size;
+    f->path.size = saved;
+    return 1;
+}
+
+/* Whether an element goes on, as admits() says for its pruned form. */
+static int admits_node(const Finder *f, int element, Step *step) {
+    if (step->bare) return 1;
+    if (f->arena->nodes[element].kind != A_OBJ) return 0;
+    if (step->needs != Py_None) {
+        PyObject *iterator = PyObject_GetIter(step->needs), *name;
+        int any = 0;
+        if (iterator == NULL) return -1;
+        while (!any && (name = PyIter_Next(iterator)) != NULL) {
+            any = member(f->arena, element, name) >= 0;
+            Py_DECREF(name);
+        }
+        Py_DECREF(iterator);
+        if (PyErr_Occurred()) return -1;
+        if (!any) return 0;
+    }
+    if (step->types != Py_None) {
+        int kind = member(f->arena, element, _type_key);
+        if (kind < 0 || f->arena->nodes[kind].kind != A_STR) return 0;
+        PyObject *text = text_of(f, kind);
+        int admitted = text ? PySet_Contains(step->types, text) : -1;
+        Py_XDECREF(text);
+        return admitted;
+    }
+    return 1;
+}
+
+/* visit() over an arena: 1, 0 (not ours) or -1 (an error). */
+static int find(Finder *f, int node, PyObject *tree) {
+    const Arena *a = f->arena;
+    PyObject *leaves = PyTuple_GET_ITEM(tree, 0), *members = PyTuple_GET_ITEM(tree, 1);
+    PyObject *elements = PyTuple_GET_ITEM(tree, 2);
+    int done = 1;
+    if (a->nodes[node].kind == A_OBJ) {
+        for (Py_ssize_t i = 0; done > 0 && i < PyTuple_GET_SIZE(leaves); i++) {
+            PyObject *leaf = PyTuple_GET_ITEM(leaves, i), *key = PyTuple_GET_ITEM(leaf, 0);
+            int value = member(a, node, key);
+            if (value < 0 || a->nodes[value].kind != A_STR) continue;
+            Py_ssize_t slot = PyLong_AsSsize_t(PyTuple_GET_ITEM(leaf, 1));
+            done = found(f, value, key, PyTuple_GET_ITEM(leaf, 2), slot);
+        }
+        for (Py_ssize_t i = 0; done > 0 && i < PyTuple_GET_SIZE(members); i++) {
+            PyObject *entry = PyTuple_GET_ITEM(members, i), *key = PyTuple_GET_ITEM(entry, 0);
+            int child = member(a, node, key);
+            if (child < 0 || a->nodes[child].kind == A_NONE) continue;
+            Py_ssize_t saved = f->path.size;
+            done = push_key(&f->path, key);
+            if (done > 0) done = find(f, child, PyTuple_GET_ITEM(entry, 1));
+            f->path.size = saved;
+        }
+    }
+    for (Py_ssize_t i = 0; done > 0 && i < PyTuple_GET_SIZE(elements); i++) {
+        Step step = step_at(elements, i);
+        if (a->nodes[node].kind != A_ARR) {
+            done = admits_node(f, node, &step);
+            if (done > 0) done = find(f, node, step.inside);
+            else if (done == 0) done = 1;
+            continue;
+        }
+        Py_ssize_t index = 0;
+        for (int element = a->nodes[node].first; done > 0 && element >= 0;
+             element = a->nodes[element].next, index++) {
+            int admitted = admits_node(f, element, &step);
+            if (admitted <= 0) {
+                done = admitted < 0 ? -1 : 1;
+                continue;
+            }
+            PyObject *number = NULL;
+            int own = f->path.numbered && a->nodes[element].kind == A_OBJ
+                          ? member(a, element, _index_key)
+                          : -1;
+            if (own >= 0 && a->nodes[own].kind == A_INT &&
+                (number = PyLong_FromLongLong(a->nodes[own].integer)) == NULL)
+                return -1;
+            Py_ssize_t saved = f->path.size;
+            done = push_index(&f->path, index, number);
+            Py_XDECREF(number);
+            if (done > 0) {
+                done = find(f, element, step.inside);
+                pop(&f->path, saved, 1);
+            }
+        }
+    }
+    return done;
+}
+
+/* Find the ids in an arena (its root: node 0): 1, 0 (not ours) or -1 (an error). */
+static int find_all(Finder *f, const Arena *a, const unsigned char *buffer, PyObject *tree,
+                    PyObject *root, int numbered) {
+    path_start(&f->path, root, numbered);
+    f->arena = a;
+    f->buffer = buffer;
+    f->finds = NULL;
+    f->count = f->capacity = 0;
+    f->paths = NULL;
+    f->paths_size = f->paths_capacity = 0;
+    int done = find(f, 0, tree);
+    path_end(&f->path);
+    return done;
+}
+
+static PyObject *path_of(const Finder *f, const Find *find) {
+    return PyUnicode_DecodeUTF8(f->paths + find->path_at, find->path_size, "strict");
+}
+
+/* --- restore and encode: a document's ids rewritten, fused with the parse and the walk ------ */
+
+/* What a rewrite reads: the table, body's callbacks and the names it uses. */
+typedef struct {
+    PyObject *schema, *tree, *roots; /* the table: (schema, tree, roots, numbered) */
+    int numbered;
+    PyObject *define, *refer, *literal; /* encode (define is NULL when restoring) */
+    PyObject *decode;                   /* restore */
+    PyObject *defines, *refers, *word;  /* the roles; "encoded" or "restored" */
+    PyTypeObject *change_type, *edit_type;
+} Rewrite;
+
+static int table_from(Rewrite *r, PyObject *table) {
+    if (!PyTuple_Check(table) || PyTuple_GET_SIZE(table) != 4 ||
         !PyTuple_Check(PyTuple_GET_ITEM(table, 0)) || !PyTuple_Check(PyTuple_GET_ITEM(table, 1)) ||
-        !PyTuple_Check(PyTuple_GET_ITEM(table, 2)) || !PyLong_Check(PyTuple_GET_ITEM(table, 4)) ||
-        !PyTuple_Check(types) || PyTuple_GET_SIZE(types) != 3 ||
-        !PyType_Check(PyTuple_GET_ITEM(types, 0)) || !PyType_Check(PyTuple_GET_ITEM(types, 1)) ||
-        !PyType_Check(PyTuple_GET_ITEM(types, 2)) || !PyTuple_Check(words) ||
-        PyTuple_GET_SIZE(words) != 1) {
-        PyErr_SetString(PyExc_TypeError,
-                        "the encoder is ((schema, tree, roots, numbered, slots), client_id, "
-                        "literal, REFERS, (Found, Change, Edit), (\"encoded\",))");
+        !PyTuple_Check(PyTuple_GET_ITEM(table, 2))) {
+        PyErr_SetString(PyExc_TypeError, "a table is (schema, tree, roots, numbered)");
         return 0;
     }
-    e->schema = PyTuple_GET_ITEM(table, 0);
-    e->tree = PyTuple_GET_ITEM(table, 1);
-    e->roots = PyTuple_GET_ITEM(table, 2);
-    e->numbered = PyObject_IsTrue(PyTuple_GET_ITEM(table, 3));
-    e->slots = PyLong_AsSsize_t(PyTuple_GET_ITEM(table, 4));
-    e->client_id = kit[1];
-    e->literal = kit[2];
-    e->refers = kit[3];
-    e->found_type = (PyTypeObject *)PyTuple_GET_ITEM(types, 0);
-    e->change_type = (PyTypeObject *)PyTuple_GET_ITEM(types, 1);
-    e->edit_type = (PyTypeObject *)PyTuple_GET_ITEM(types, 2);
-    e->encoded = PyTuple_GET_ITEM(words, 0);
-    return e->numbered >= 0 && !PyErr_Occurred();
+    r->schema = PyTuple_GET_ITEM(table, 0);
+    r->tree = PyTuple_GET_ITEM(table, 1);
+    r->roots = PyTuple_GET_ITEM(table, 2);
+    r->numbered = PyObject_IsTrue(PyTuple_GET_ITEM(table, 3));
+    return r->numbered >= 0;
 }
 
-/* The root call of an event: its first int member among names (positions.find_ids). */
-static PyObject *root_call(PyObject *document, PyObject *names) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
-        PyObject *number = PyDict_GetItemWithError(document, PyTuple_GET_ITEM(names, i));
-        if (number == NULL && PyErr_Occurred()) return NULL;
-        if (number != NULL && PyLong_CheckExact(number)) return PyTuple_Pack(1, number);
+/* roles = (DEFINES, REFERS), types = (Change, Edit), word: the action of the changes. */
+static int names_from(Rewrite *r, PyObject *roles, PyObject *types, PyObject *word) {
+    if (!PyTuple_Check(roles) || PyTuple_GET_SIZE(roles) != 2 || !PyTuple_Check(types) ||
+        PyTuple_GET_SIZE(types) != 2 || !PyType_Check(PyTuple_GET_ITEM(types, 0)) ||
+        !PyType_Check(PyTuple_GET_ITEM(types, 1)) || !PyUnicode_Check(word)) {
+        PyErr_SetString(PyExc_TypeError, "roles: (DEFINES, REFERS), types: (Change, Edit)");
+        return 0;
+    }
+    r->defines = PyTuple_GET_ITEM(roles, 0);
+    r->refers = PyTuple_GET_ITEM(roles, 1);
+    r->change_type = (PyTypeObject *)PyTuple_GET_ITEM(types, 0);
+    r->edit_type = (PyTypeObject *)PyTuple_GET_ITEM(types, 1);
+    r->word = word;
+    return 1;
+}
+
+/* encoder = (table, define, refer, literal, roles, types) (body.native_encoder). */
+static int encoder_from(Rewrite *r, PyObject *const *kit) {
+    r->define = kit[1];
+    r->refer = kit[2];
+    r->literal = kit[3];
+    r->decode = NULL;
+    return table_from(r, kit[0]) && names_from(r, kit[4], kit[5], _encoded);
+}
+
+/* The root call of an event: its first int member among the roots (positions.find_ids). */
+static PyObject *root_call(const Arena *a, PyObject *roots) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(roots); i++) {
+        int number = member(a, 0, PyTuple_GET_ITEM(roots, i));
+        if (number >= 0 && a->nodes[number].kind == A_INT)
+            return Py_BuildValue("(L)", a->nodes[number].integer);
     }
     return PyTuple_New(0);
 }
 
-/* Sort the finds as body._changes does (stably by body._calls_first: calls in order, by
- * number, then what refers to them): by (refers, call, position in the list). */
-static int calls_first(Encoder *e, PyObject *found) {
-    Py_ssize_t n = PyList_GET_SIZE(found);
-    if (n < 2) return 0;
-    PyObject *keyed = PyList_New(n);
-    if (keyed == NULL) return -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *one = PyList_GET_ITEM(found, i);
-        PyObject *refers = PyTuple_GET_ITEM(one, 4) == e->refers ? Py_True : Py_False;
-        PyObject *key = Py_BuildValue("(OOnO)", refers, PyTuple_GET_ITEM(one, 5), i, one);
-        if (key == NULL) {
-            Py_DECREF(keyed);
+/* The order body._changes takes the finds in: the walk's (each position in table order, its
+ * finds in document order); encoding, stably sorted by body._calls_first (calls in order, by
+ * number, then what refers to them). */
+static PyObject *sorting_refers; /* qsort's comparator has no context: set around the sort */
+
+static int walk_order(const void *x, const void *y) {
+    const Find *a = x, *b = y;
+    if (a->slot != b->slot) return a->slot < b->slot ? -1 : 1;
+    return a->order < b->order ? -1 : a->order > b->order;
+}
+
+static int calls_first(const void *x, const void *y) {
+    const Find *a = x, *b = y;
+    int a_refers = a->role == sorting_refers, b_refers = b->role == sorting_refers;
+    if (a_refers != b_refers) return a_refers - b_refers;
+    if (PyObject_RichCompareBool(a->call, b->call, Py_LT) == 1) return -1; /* ints: no error */
+    if (PyObject_RichCompareBool(b->call, a->call, Py_LT) == 1) return 1;
+    return walk_order(x, y);
+}
+
+typedef struct {
+    Py_ssize_t start, end;
+    PyObject *text; /* owned */
+} Splice;
+
+static int by_start(const void *x, const void *y) {
+    const Splice *a = x, *b = y;
+    return a->start < b->start ? -1 : a->start > b->start;
+}
+
+/* The new value of one find: (old, new, its literal), or 0 when it stays; -1: an error. */
+static int new_value(Rewrite *r, const Find *find, PyObject *value, PyObject *defined,
+                     PyObject **raw, PyObject **client, PyObject **text) {
+    if (r->define == NULL) { /* restore: decode gives None or (raw id, its literal) */
+        if (find->role == r->defines && PyList_Append(defined, value) < 0) return -1;
+        PyObject *decoded = PyObject_CallOneArg(r->decode, value);
+        if (decoded == NULL || decoded == Py_None) {
+            Py_XDECREF(decoded);
+            return decoded ? 0 : -1;
+        }
+        if (!PyTuple_Check(decoded) || PyTuple_GET_SIZE(decoded) != 2) {
+            Py_DECREF(decoded);
+            PyErr_SetString(PyExc_TypeError, "decode gives None or (raw, literal)");
             return -1;
         }
-        PyList_SET_ITEM(keyed, i, key);
+        *raw = Py_NewRef(PyTuple_GET_ITEM(decoded, 0));
+        *client = Py_NewRef(value);
+        *text = Py_NewRef(PyTuple_GET_ITEM(decoded, 1));
+        Py_DECREF(decoded);
+        return 1;
     }
-    int done = PyList_Sort(keyed);
-    for (Py_ssize_t i = 0; done == 0 && i < n; i++)
-        done = PyList_SetItem(found, i, Py_NewRef(PyTuple_GET_ITEM(PyList_GET_ITEM(keyed, i), 3)));
-    Py_DECREF(keyed);
-    return done;
+    PyObject *call_key_value[] = {find->call, find->key, value}, *call_value[] = {find->call, value};
+    PyObject *made = find->role == r->refers ? PyObject_Vectorcall(r->refer, call_value, 2, NULL)
+                                             : PyObject_Vectorcall(r->define, call_key_value, 3, NULL);
+    if (made == NULL) return -1;
+    if (!PyUnicode_Check(made) || PyUnicode_Compare(made, value) == 0) {
+        int same = PyUnicode_Check(made);
+        Py_DECREF(made);
+        if (!same) PyErr_SetString(PyExc_TypeError, "client ids are str");
+        return same ? 0 : -1;
+    }
+    *raw = Py_NewRef(value);
+    *client = made;
+    *text = PyObject_CallOneArg(r->literal, made); /* may raise body.RewriteError */
+    return *text ? 1 : -1;
 }
 
-/* The edit of one member that changes: its span and the literal of its new value. */
-static int add_edit(Encoder *e, PyObject *edits, PyObject *spans, PyObject *member,
-                    PyObject *client) {
-    PyObject *span = PyDict_GetItemWithError(spans, member);
-    if (span == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "an id without a span");
-        return -1;
+/* buffer[start:end] rewritten: (edits, changes) as lists (the edits sorted, counting from
+ * the buffer's start; restore: defined gets the values at definition positions), None (not
+ * ours) or NULL (an error). */
+static PyObject *rewrite_range(Rewrite *r, const unsigned char *buffer, Py_ssize_t start,
+                               Py_ssize_t end, PyObject *defined) {
+    Arena a;
+    Finder f;
+    int walked = 0;
+    PyObject *result = NULL, *root = NULL, *changes = NULL, *edits = NULL;
+    Splice *splices = NULL;
+    unsigned char *edited = NULL;
+    Py_ssize_t count = 0;
+    int done = parse_range(buffer, start, end, r->schema, &a);
+    if (done <= 0) {
+        PyMem_Free(a.nodes);
+        return done == 0 ? Py_NewRef(Py_None) : NULL;
     }
-    PyObject *text = PyObject_CallOneArg(e->literal, client);
-    if (text == NULL) return -1;
-    PyObject *edit = e->edit_type->tp_alloc(e->edit_type, 3);
-    if (edit == NULL) {
-        Py_DECREF(text);
-        return -1;
-    }
-    PyTuple_SET_ITEM(edit, 0, Py_NewRef(PyTuple_GET_ITEM(span, 0)));
-    PyTuple_SET_ITEM(edit, 1, Py_NewRef(PyTuple_GET_ITEM(span, 1)));
-    PyTuple_SET_ITEM(edit, 2, text);
-    int done = PyList_Append(edits, edit);
-    Py_DECREF(edit);
-    return done;
-}
-
-/* One find: its client id, and if that differs, its change and (once per member) edit. */
-static int encode_one(Encoder *e, PyObject *one, PyObject *spans, PyObject *members,
-                      PyObject *edits, PyObject *changes) {
-    PyObject *holder = PyTuple_GET_ITEM(one, 0), *key = PyTuple_GET_ITEM(one, 1);
-    PyObject *value = PyTuple_GET_ITEM(one, 2);
-    PyObject *client = PyObject_CallOneArg(e->client_id, one);
-    if (client == NULL) return -1;
-    int done = -1;
-    PyObject *change = NULL, *address = NULL, *member = NULL;
-    if (!PyUnicode_Check(client)) {
-        PyErr_SetString(PyExc_TypeError, "client_id gives a str");
+    root = root_call(&a, r->roots);
+    walked = root != NULL;
+    done = walked ? find_all(&f, &a, buffer, r->tree, root, r->numbered) : -1;
+    if (done <= 0) {
+        if (done == 0) result = Py_NewRef(Py_None);
         goto done;
     }
-    if (PyUnicode_Compare(client, value) == 0) {
-        done = 0;
-        goto done;
-    }
-    change = e->change_type->tp_alloc(e->change_type, 6);
-    if (change == NULL) goto done;
-    PyTuple_SET_ITEM(change, 0, Py_NewRef(PyTuple_GET_ITEM(one, 3)));
-    PyTuple_SET_ITEM(change, 1, Py_NewRef(value));
-    PyTuple_SET_ITEM(change, 2, Py_NewRef(client));
-    PyTuple_SET_ITEM(change, 3, Py_NewRef(e->encoded));
-    PyTuple_SET_ITEM(change, 4, Py_NewRef(_empty));
-    PyTuple_SET_ITEM(change, 5, Py_NewRef(_empty));
-    if (PyList_Append(changes, change) < 0) goto done;
-    address = PyLong_FromVoidPtr(holder); /* each member once, the first value: _Targets */
-    member = address ? PyTuple_Pack(2, address, key) : NULL;
-    int seen = member ? PySet_Contains(members, member) : -1;
-    if (seen == 0) seen = PySet_Add(members, member);
-    if (seen == 0) seen = add_edit(e, edits, spans, member, client);
-    done = seen < 0 ? -1 : 0;
-done:
-    Py_DECREF(client);
-    Py_XDECREF(change);
-    Py_XDECREF(address);
-    Py_XDECREF(member);
-    return done;
-}
-
-/* buffer[start:end] encoded: (edits, changes) as lists, None (not ours) or NULL (an error).
- * The edits are sorted and count from the buffer's start. */
-static PyObject *encode_range(Encoder *e, const unsigned char *buffer, Py_ssize_t start,
-                              Py_ssize_t end) {
-    PyObject *pruned, *spans, *call = NULL, *found = NULL, *result = NULL;
-    PyObject *edits = NULL, *changes = NULL, *members = NULL;
-    int done = parse_range(buffer, start, end, e->schema, &pruned, &spans);
-    if (done <= 0) return done == 0 ? Py_NewRef(Py_None) : NULL;
-    call = root_call(pruned, e->roots);
-    if (call == NULL) goto done;
-    Walk w; /* its path and numbers are filled as it goes: no need to clear 4 KiB */
-    w.found_type = e->found_type;
-    w.slots = NULL;
-    w.call = call;
-    w.numbered = e->numbered;
-    w.path_len = 0;
-    w.count = 0;
-    w.decode = NULL;
-    found = walk_all(&w, pruned, e->tree, e->slots);
-    if (found == NULL || found == Py_None) {
-        result = found;
-        found = NULL;
-        goto done;
-    }
-    edits = PyList_New(0);
+    sorting_refers = r->refers;
+    qsort(f.finds, f.count, sizeof(Find), r->define ? calls_first : walk_order);
     changes = PyList_New(0);
-    members = PySet_New(NULL);
-    if (edits == NULL || changes == NULL || members == NULL || calls_first(e, found) < 0)
+    splices = PyMem_Malloc((f.count + 1) * sizeof(Splice));
+    edited = PyMem_Calloc(a.count, 1);
+    if (changes == NULL || splices == NULL || edited == NULL) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
         goto done;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(found); i++)
-        if (encode_one(e, PyList_GET_ITEM(found, i), spans, members, edits, changes) < 0)
-            goto done;
-    if (PyList_Sort(edits) < 0) goto done;
-    result = PyTuple_Pack(2, edits, changes);
+    }
+    for (Py_ssize_t i = 0; i < f.count; i++) {
+        const Find *find = &f.finds[i];
+        PyObject *value = text_of(&f, find->node), *raw = NULL, *client = NULL, *text = NULL;
+        int changed = value ? new_value(r, find, value, defined, &raw, &client, &text) : -1;
+        PyObject *path = changed > 0 ? path_of(&f, find) : NULL;
+        PyObject *change = path ? r->change_type->tp_alloc(r->change_type, 6) : NULL;
+        if (change) {
+            PyTuple_SET_ITEM(change, 0, path);
+            PyTuple_SET_ITEM(change, 1, Py_NewRef(raw));
+            PyTuple_SET_ITEM(change, 2, Py_NewRef(client));
+            PyTuple_SET_ITEM(change, 3, Py_NewRef(r->word));
+            PyTuple_SET_ITEM(change, 4, Py_NewRef(_empty));
+            PyTuple_SET_ITEM(change, 5, Py_NewRef(_empty));
+            path = NULL;
+            if (PyList_Append(changes, change) < 0) changed = -1;
+            Py_DECREF(change);
+        } else if (changed > 0) {
+            changed = -1;
+        }
+        if (changed > 0 && !edited[find->node]) { /* each member once: body._Targets */
+            edited[find->node] = 1;
+            const Node *node = &a.nodes[find->node];
+            Splice splice = {node->start, node->end, Py_NewRef(text)};
+            splices[count++] = splice;
+        }
+        Py_XDECREF(path);
+        Py_XDECREF(value);
+        Py_XDECREF(raw);
+        Py_XDECREF(client);
+        Py_XDECREF(text);
+        if (changed < 0) goto done;
+    }
+    qsort(splices, count, sizeof(Splice), by_start);
+    edits = PyList_New(count);
+    for (Py_ssize_t i = 0; edits && i < count; i++) {
+        PyObject *edit = r->edit_type->tp_alloc(r->edit_type, 3);
+        PyObject *from = PyLong_FromSsize_t(splices[i].start);
+        PyObject *to = PyLong_FromSsize_t(splices[i].end);
+        if (edit == NULL || from == NULL || to == NULL) {
+            Py_XDECREF(edit);
+            Py_XDECREF(from);
+            Py_XDECREF(to);
+            Py_CLEAR(edits);
+            break;
+        }
+        PyTuple_SET_ITEM(edit, 0, from);
+        PyTuple_SET_ITEM(edit, 1, to);
+        PyTuple_SET_ITEM(edit, 2, Py_NewRef(splices[i].text));
+        PyList_SET_ITEM(edits, i, edit);
+    }
+    if (edits) result = PyTuple_Pack(2, edits, changes);
 done:
+    for (Py_ssize_t i = 0; i < count; i++) Py_DECREF(splices[i].text);
+    PyMem_Free(splices);
+    PyMem_Free(edited);
     Py_XDECREF(edits);
     Py_XDECREF(changes);
-    Py_XDECREF(members);
-    Py_XDECREF(found);
-    Py_XDECREF(call);
-    Py_DECREF(pruned);
-    Py_DECREF(spans);
+    Py_XDECREF(root);
+    if (walked) finder_end(&f);
+    PyMem_Free(a.nodes);
+    return result;
+}
+
+static PyObject *restore(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    Rewrite r;
+    Py_buffer document;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "restore(document, table, decode, roles, types)");
+        return NULL;
+    }
+    r.define = r.refer = r.literal = NULL;
+    r.decode = args[2];
+    if (!table_from(&r, args[1]) || !names_from(&r, args[3], args[4], _restored)) return NULL;
+    if (PyObject_GetBuffer(args[0], &document, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *defined = PyList_New(0), *result = NULL;
+    PyObject *rewritten = defined ? rewrite_range(&r, document.buf, 0, document.len, defined)
+                                  : NULL;
+    if (rewritten && rewritten != Py_None) {
+        result = Py_BuildValue("(OOO)", PyTuple_GET_ITEM(rewritten, 0),
+                               PyTuple_GET_ITEM(rewritten, 1), defined);
+        Py_DECREF(rewritten);
+    } else {
+        result = rewritten;
+    }
+    Py_XDECREF(defined);
+    PyBuffer_Release(&document);
     return result;
 }
 
 static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    Encoder e;
+    Rewrite r;
     if (nargs != 9 || !PyBytes_Check(args[0]) || !PyLong_Check(args[1]) ||
         !PyLong_Check(args[2])) {
         PyErr_SetString(PyExc_TypeError, "encode(buffer, start, end, *encoder)");
         return NULL;
     }
-    if (!encoder_from(&e, args + 3)) return NULL;
+    if (!encoder_from(&r, args + 3)) return NULL;
     Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
     Py_ssize_t start = PyLong_AsSsize_t(args[1]), end = PyLong_AsSsize_t(args[2]);
     if (PyErr_Occurred()) return NULL;
@@ -1036,7 +1231,8 @@ static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t narg
         PyErr_SetString(PyExc_ValueError, "start and end must be inside the buffer");
         return NULL;
     }
-    return encode_range(&e, (const unsigned char *)PyBytes_AS_STRING(args[0]), start, end);
+    return rewrite_range(&r, (const unsigned char *)PyBytes_AS_STRING(args[0]), start, end,
+                         NULL);
 }
 
 /* --- sse_encode: the events of a piece of an SSE stream (LF line endings) --------------- */
@@ -1085,11 +1281,11 @@ static Py_ssize_t rfind_blank(const unsigned char *b, Py_ssize_t start, Py_ssize
 
 /* One event with a marker, b[start:end]: encoded here when it is one "data: " line and the
  * native parser vouches for it, else by fallback(event) (stream.StreamRewriter._event). */
-static int sse_event(Encoder *e, const unsigned char *b, Py_ssize_t start, Py_ssize_t end,
+static int sse_event(Rewrite *r, const unsigned char *b, Py_ssize_t start, Py_ssize_t end,
                      PyObject *changes, PyObject *fallback, Out *out) {
     const unsigned char *lf = memchr(b + start, '\n', end - start);
     if (end - start >= 8 && memcmp(b + start, "data: ", 6) == 0 && lf == b + end - 2) {
-        PyObject *encoded = encode_range(e, b, start + 6, end - 2);
+        PyObject *encoded = rewrite_range(r, b, start + 6, end - 2, NULL);
         if (encoded == NULL) PyErr_Clear(); /* the fallback meets it again, and decides */
         else if (encoded == Py_None) Py_DECREF(encoded);
         else {
@@ -1179,7 +1375,7 @@ static Py_ssize_t first_hit(Markers *m, const unsigned char *b, Py_ssize_t n,
 }
 
 static PyObject *sse_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    Encoder e;
+    Rewrite r;
     Markers markers;
     Py_buffer view;
     if (nargs != 10 || !PyList_Check(args[2])) {
@@ -1187,7 +1383,7 @@ static PyObject *sse_encode(PyObject *module, PyObject *const *args, Py_ssize_t 
                         "sse_encode(buffer, markers, changes, fallback, *encoder)");
         return NULL;
     }
-    if (!markers_from(&markers, args[1]) || !encoder_from(&e, args + 4)) return NULL;
+    if (!markers_from(&markers, args[1]) || !encoder_from(&r, args + 4)) return NULL;
     /* The view keeps the buffer (a bytearray, say) alive and unresized while the fallback
      * runs Python code. */
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
@@ -1212,7 +1408,7 @@ static PyObject *sse_encode(PyObject *module, PyObject *const *args, Py_ssize_t 
         if (hit < 0) break;
         blank = find_blank(b, start, n);
         if (blank < 0) break; /* the event with the marker is incomplete */
-        if (sse_event(&e, b, start, blank + 2, changes, fallback, &out) < 0) goto failed;
+        if (sse_event(&r, b, start, blank + 2, changes, fallback, &out) < 0) goto failed;
         start = blank + 2;
     }
     if (_PyBytes_Resize(&out.bytes, out.size) == 0) result = Py_BuildValue("(Nn)", out.bytes, start);
@@ -1281,10 +1477,10 @@ static PyMethodDef methods[] = {
      "walk(document, tree, numbered, call, slots, found_type) -> list | None: "
      "see toolid/positions.py."},
     {"restore", (PyCFunction)(void (*)(void))restore, METH_FASTCALL,
-     "restore(document, tree, spans, decode, roles, types, slots) -> "
-     "(edits, changes, defined) | None: see toolid/body.py."},
+     "restore(document, table, decode, roles, types) -> (edits, changes, defined) | None: "
+     "see toolid/body.py."},
     {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
-     "encode(buffer, start, end, table, client_id, literal, REFERS, types, words) -> "
+     "encode(buffer, start, end, table, define, refer, literal, roles, types) -> "
      "(edits, changes) | None: see toolid/body.py."},
     {"sse_encode", (PyCFunction)(void (*)(void))sse_encode, METH_FASTCALL,
      "sse_encode(buffer, markers, changes, fallback, *encoder) -> (out, rest): see "
@@ -1302,6 +1498,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     _type_key = PyUnicode_InternFromString("type");
     _index_key = PyUnicode_InternFromString("index");
     _empty = PyUnicode_InternFromString("");
-    if (_type_key == NULL || _index_key == NULL || _empty == NULL) return NULL;
+    _encoded = PyUnicode_InternFromString("encoded");
+    _restored = PyUnicode_InternFromString("restored");
+    if (!_type_key || !_index_key || !_empty || !_encoded || !_restored) return NULL;
     return PyModule_Create(&module);
 }

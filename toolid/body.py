@@ -206,12 +206,27 @@ def plan(
 ) -> Plan:
     """Work out the edits that rewrite the ids of ``document`` (see module docstring)."""
     calls = (calls or CallIds(policy.profile)) if policy.direction is Direction.ENCODE else None
-    if not may_change(document, api, doc, policy, calls):
-        return NOTHING
     if api is not None and calls is not None and native.extension is not None:
+        # Natively, reading a document costs what scanning it for ids to change costs
+        # (``may_change``): only the markers are looked for first.
+        if not may_hold_ids(document, _encode_prefilter(api, doc, policy.profile).markers):
+            return NOTHING
         encoded = _encode_natively(document, api, doc, calls)
         if encoded is not None:
-            return encoded
+            if encoded.changes or may_change(document, api, doc, policy, calls):
+                return encoded
+            return NOTHING  # as the scan would have said at once
+    if not may_change(document, api, doc, policy, calls):
+        return NOTHING
+    if api is not None and calls is None and policy.rules is None and native.extension:
+        # Restoring every client id, the common request: parse, walk, decode and edit in
+        # one native call, with no Python object per member or position (a history has a
+        # thousand positions in a megabyte).
+        table = _native_table(api, doc)
+        restored = native.extension.restore(document, table, _restored, _ROLES, _CHANGE_TYPES)
+        if restored is not None:
+            edits, changes, defined = restored
+            return Plan(api, tuple(edits), tuple(changes), defined=frozenset(defined))
     if api is not None and (pruned := prune.parse(document, prune.SCHEMAS[(api, doc)])):
         return _plan_at_spans(pruned, api, doc, policy, calls)
     try:
@@ -242,21 +257,6 @@ def _plan_at_spans(
     """``plan`` for a document the native parser read (``toolid.prune``): it kept what the
     walker reads and saw every id literal where it stands, so the edits need no search."""
     parsed, spans = pruned
-    if calls is None and policy.rules is None and native.extension is not None:
-        # Restoring every client id, the common request: walk, decode and edit in one go,
-        # with no Found per position (a history has a thousand).
-        restored = native.extension.restore(
-            parsed,
-            TREES[(api, doc)],
-            spans,
-            _restored,
-            _RESTORE_ROLES,
-            _RESTORE_TYPES,
-            len(positions(api, doc)),
-        )
-        if restored is not None:
-            edits, changes, defined = restored
-            return Plan(api, tuple(edits), tuple(changes), parsed, defined=frozenset(defined))
     found_ids = find_ids(parsed, api, doc)
     changes, targets = _changes(found_ids, api, policy, calls)
     make = tuple.__new__  # Edit(...) without NamedTuple's Python-level __new__ (per id)
@@ -281,24 +281,21 @@ def _encode_natively(document: bytes, api: Api, doc: Doc, calls: CallIds) -> Pla
 
 def native_encoder(api: Api, doc: Doc, calls: CallIds) -> tuple[Any, ...]:
     """What the native encoders (``encode`` and ``sse_encode`` of ``toolid._native``) take
-    after their own arguments: the table, ``calls.client_id`` and the helpers ``plan`` uses,
+    after their own arguments: the table, ``calls``' choices and the helpers ``plan`` uses,
     so that they make the changes and edits ``plan`` makes."""
     table = _native_table(api, doc)
-    return (table, calls.client_id, _literal, REFERS, _ENCODE_TYPES, _ENCODE_WORDS)
+    return (table, calls.define, calls.refer, _literal, _ROLES, _CHANGE_TYPES)
 
 
 @functools.cache
 def _native_table(api: Api, doc: Doc) -> tuple[Any, ...]:
-    """(schema, tree, root call members, whether calls are numbered, how many positions)."""
+    """(schema, tree, root call members, whether calls are numbered)."""
     roots = EVENT_CALL_NUMBERS if doc is Doc.EVENT else ()
-    count = len(positions(api, doc))
-    return (prune.SCHEMAS[(api, doc)], TREES[(api, doc)], roots, numbered(doc), count)
+    return (prune.SCHEMAS[(api, doc)], TREES[(api, doc)], roots, numbered(doc))
 
 
-_ENCODE_TYPES: Final = (Found, Change, Edit)
-_ENCODE_WORDS: Final = ("encoded",)
-_RESTORE_ROLES: Final = (DEFINES, "restored")
-_RESTORE_TYPES: Final = (Change, Edit)
+_ROLES: Final = (DEFINES, REFERS)
+_CHANGE_TYPES: Final = (Change, Edit)
 
 
 @functools.lru_cache(maxsize=65536)  # pure; ids recur in every turn of a conversation
