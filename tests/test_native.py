@@ -24,6 +24,7 @@ from tests.fuzz.test_fuzz_body import chaos_case
 from tests.test_jsonparse import stdlib_only
 from toolid import body, codec, jsonparse, native, prune
 from toolid.body import Direction, Edit, Policy
+from toolid.occurrence import CallIds, Taken
 from toolid.positions import DEFINES, Api, Doc, find_ids
 
 
@@ -123,6 +124,33 @@ def test_the_fused_restore_is_the_python_one(case: Any, api: Api) -> None:
     if doc is Doc.REQUEST and policy.direction is Direction.DECODE:  # client ids, all over
         assert_restores_as_python(document, its_api)
     assert_restores_as_python(document, api)  # and any document, read as any API's request
+
+
+def assert_encodes_as_python(document: bytes, api: Api, doc: Doc, taken: tuple[str, ...]) -> None:
+    """The fused encode (``_native.encode``) gives the edits and changes that the walk and
+    ``body._changes`` give, and leaves the call ids chosen alike."""
+    pruned = prune.parse(document, prune.SCHEMAS[(api, doc)])
+    if pruned is None:
+        return
+    native_calls, python_calls = CallIds("safe", Taken.of(taken)), CallIds("safe", Taken.of(taken))
+    try:
+        fused = body._encode_natively(document, api, doc, native_calls)
+    except body.RewriteError as exc:
+        with pytest.raises(body.RewriteError, match=str(exc)):
+            body._plan_at_spans(pruned, api, doc, Policy(Direction.ENCODE), python_calls)
+        return
+    assert fused is not None
+    python = body._plan_at_spans(pruned, api, doc, Policy(Direction.ENCODE), python_calls)
+    assert (fused.edits, fused.changes) == (python.edits, python.changes)
+    assert native_calls._calls == python_calls._calls
+    assert native_calls._latest == python_calls._latest
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=chaos_case(), history=st.lists(st.sampled_from(["tid1_a-3A1", "a", "call_0"])))
+def test_the_fused_encode_is_the_python_one(case: Any, history: list[str]) -> None:
+    document, api, doc, _, _ = case
+    assert_encodes_as_python(document, api, doc, tuple(history))
 
 
 def test_the_fused_restore_on_a_history() -> None:
