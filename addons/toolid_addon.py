@@ -44,6 +44,7 @@ MODES = ("rewrite", "observe")
 MARK_CHANGED = ":wrench:"
 MARK_PROBLEM = ":warning:"
 MAX_RECORDS = 1000  # change records kept per flow side: memory stays bounded on endless streams
+DRAIN_EVERY = 256  # a stream's changes are recorded in batches of this many, and at its end
 LOG_EVERY = 0.25  # seconds: change lines are logged together at most this often
 _HOSTS_REMEMBERED = 256  # upstreams whose rule set is remembered (then forgotten, all at once)
 _STREAM_VALUE = re.compile(rb"\s*:\s*true")
@@ -373,10 +374,12 @@ class ToolId:
         def rewrite_chunk(data: bytes) -> bytes | Iterable[bytes]:
             try:
                 out = rewriter.feed(data) if data else rewriter.finish()
-                # Drain what the rewriter reported: the flow's records are capped, so an
+                # Drain what the rewriter reported, in batches (the UI shows a flow again at
+                # its end anyway) and at the end: the flow's records are capped, so an
                 # endless stream holds no growing list here either.
-                self._note(flow, "response", rewriter.changes)
-                rewriter.changes.clear()
+                if len(rewriter.changes) >= DRAIN_EVERY or not data:
+                    self._note(flow, "response", rewriter.changes)
+                    rewriter.changes.clear()
                 for problem in rewriter.problems:
                     self._problem(flow, problem)
                 rewriter.problems.clear()

@@ -14,7 +14,14 @@ from mitmproxy import exceptions
 from mitmproxy.addons import next_layer
 from mitmproxy.test import taddons, tflow
 
-from addons.toolid_addon import LOG_EVERY, MARK_CHANGED, MARK_PROBLEM, MAX_RECORDS, ToolId
+from addons.toolid_addon import (
+    DRAIN_EVERY,
+    LOG_EVERY,
+    MARK_CHANGED,
+    MARK_PROBLEM,
+    MAX_RECORDS,
+    ToolId,
+)
 from toolid import body as body_module
 from toolid import encode
 
@@ -552,6 +559,21 @@ def test_stream_records_are_capped_and_summarised_once(addon):
     assert record["response_omitted"] == 200
     assert flow.comment.startswith(f"toolid: {MAX_RECORDS} encoded")
     assert flow.comment.endswith("(+200 more not recorded)")
+
+
+def test_a_stream_records_its_changes_in_batches_and_at_its_end(addon):
+    """Per chunk, recording is not paid for: changes are recorded every DRAIN_EVERY, so a
+    long stream holds no more than that unrecorded, and the rest at its end."""
+    toolid, _ = addon
+    flow = sse_flow()
+    toolid.responseheaders(flow)
+    for index in range(DRAIN_EVERY + 10):
+        flow.response.stream(chat_stream(f"functions.f:{index}").split(b"\n\n")[1] + b"\n\n")
+        recorded = len(flow.metadata["toolid"].get("response", []))
+        assert recorded == (index + 1) // DRAIN_EVERY * DRAIN_EVERY
+    flow.response.stream(b"")
+    assert len(flow.metadata["toolid"]["response"]) == DRAIN_EVERY + 10
+    assert flow.marked
 
 
 # --- occurrence tags: an upstream that reuses ids ----------------------------------------------
