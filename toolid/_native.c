@@ -1119,7 +1119,7 @@ static PyObject *rewrite_range(Rewrite *r, const unsigned char *buffer, Py_ssize
         goto done;
     }
     sorting_refers = r->refers;
-    qsort(f.finds, f.count, sizeof(Find), r->define ? calls_first : walk_order);
+    if (f.count > 1) qsort(f.finds, f.count, sizeof(Find), r->define ? calls_first : walk_order);
     changes = PyList_New(0);
     splices = PyMem_Malloc((f.count + 1) * sizeof(Splice));
     edited = PyMem_Calloc(a.count, 1);
@@ -1159,7 +1159,7 @@ static PyObject *rewrite_range(Rewrite *r, const unsigned char *buffer, Py_ssize
         Py_XDECREF(text);
         if (changed < 0) goto done;
     }
-    qsort(splices, count, sizeof(Splice), by_start);
+    if (count > 1) qsort(splices, count, sizeof(Splice), by_start);
     edits = PyList_New(count);
     for (Py_ssize_t i = 0; edits && i < count; i++) {
         PyObject *edit = r->edit_type->tp_alloc(r->edit_type, 3);
