@@ -5,7 +5,10 @@ the surgical rewriter of ``body`` applied to each event's data. Each event is fo
 as soon as its blank line arrives; only an incomplete event is held, and never more than
 ``max_event_bytes`` of it. An event with nothing to change passes byte for byte. The cost
 follows the events that may hold ids: each piece is searched for the id markers first, and
-only the events around the hits are framed in Python (``EventFramer.feed_marked``).
+only the events around the hits are framed (``EventFramer.feed_marked``). With the native
+accelerator, while every line ending is an LF (as servers send), the search, the framing and
+the encoding of one-line events are native (``sse_encode``); any other event still goes
+through ``_event``, so what comes out is the same.
 
 It never raises from ``feed`` or ``finish``: an event that cannot be rewritten is
 forwarded unchanged and reported in ``problems``; anything unexpected switches the
