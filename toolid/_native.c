@@ -1317,13 +1317,19 @@ static int sse_event(Rewrite *r, const unsigned char *b, Py_ssize_t start, Py_ss
     return done;
 }
 
-/* The marker words and, for each, where it next begins (-1: not searched yet; the buffer's
- * size: nowhere after). Like markers.Markers.finder: the first word from an offset on. */
+/* The marker words, grouped by their first bytes (as many as the shortest word has, at most
+ * 8); each group's stem (the prefix all its words share) is searched for, and a hit is a word
+ * of the group spelled there. Responses events have 26 words, 24 of them "response.<...>":
+ * three searches, not 26. For each group, where its next hit is (-1: not searched yet; the
+ * buffer's size: none after). Like markers.Markers.finder: the first word from an offset on. */
 #define MAX_MARKERS 64
 typedef struct {
     const unsigned char *word[MAX_MARKERS];
-    Py_ssize_t size[MAX_MARKERS], next[MAX_MARKERS];
-    int count;
+    Py_ssize_t size[MAX_MARKERS];
+    int group_of[MAX_MARKERS];   /* the group of each word */
+    int first_word[MAX_MARKERS]; /* each group's first word: its stem's spelling */
+    Py_ssize_t stem[MAX_MARKERS], next[MAX_MARKERS];
+    int count, groups;
 } Markers;
 
 static const unsigned char *find_word(const unsigned char *hay, Py_ssize_t n,
@@ -1347,6 +1353,7 @@ static int markers_from(Markers *m, PyObject *words) {
         return 0;
     }
     m->count = (int)PyTuple_GET_SIZE(words);
+    Py_ssize_t shortest = 8;
     for (int i = 0; i < m->count; i++) {
         PyObject *word = PyTuple_GET_ITEM(words, i);
         if (!PyBytes_Check(word) || PyBytes_GET_SIZE(word) < 1) {
@@ -1355,21 +1362,52 @@ static int markers_from(Markers *m, PyObject *words) {
         }
         m->word[i] = (const unsigned char *)PyBytes_AS_STRING(word);
         m->size[i] = PyBytes_GET_SIZE(word);
-        m->next[i] = -1;
+        if (m->size[i] < shortest) shortest = m->size[i];
+    }
+    m->groups = 0;
+    for (int i = 0; i < m->count; i++) {
+        int group = 0;
+        while (group < m->groups && memcmp(m->word[m->first_word[group]], m->word[i], shortest))
+            group++;
+        if (group == m->groups) {
+            m->first_word[m->groups] = i;
+            m->stem[m->groups] = m->size[i];
+            m->next[m->groups++] = -1;
+        }
+        Py_ssize_t common = 0, most = m->stem[group];
+        while (common < most && common < m->size[i] &&
+               m->word[i][common] == m->word[m->first_word[group]][common])
+            common++;
+        m->stem[group] = common;
+        m->group_of[i] = group;
     }
     return 1;
+}
+
+/* Whether a word of the group is spelled at b[at:]. */
+static int spelled(const Markers *m, int group, const unsigned char *b, Py_ssize_t n,
+                   Py_ssize_t at) {
+    for (int i = 0; i < m->count; i++)
+        if (m->group_of[i] == group && m->size[i] <= n - at &&
+            memcmp(b + at, m->word[i], m->size[i]) == 0)
+            return 1;
+    return 0;
 }
 
 /* Where the first word in b[start:n] begins, or -1. */
 static Py_ssize_t first_hit(Markers *m, const unsigned char *b, Py_ssize_t n,
                             Py_ssize_t start) {
     Py_ssize_t first = n;
-    for (int i = 0; i < m->count; i++) {
-        if (m->next[i] < start) {
-            const unsigned char *at = find_word(b + start, n - start, m->word[i], m->size[i]);
-            m->next[i] = at ? at - b : n;
+    for (int group = 0; group < m->groups; group++) {
+        Py_ssize_t from = start;
+        while (m->next[group] < start) {
+            const unsigned char *stem = m->word[m->first_word[group]];
+            const unsigned char *at = find_word(b + from, n - from, stem, m->stem[group]);
+            if (at == NULL) m->next[group] = n;
+            else if (spelled(m, group, b, n, at - b)) m->next[group] = at - b;
+            else from = at - b + 1;
         }
-        if (m->next[i] < first) first = m->next[i];
+        if (m->next[group] < first) first = m->next[group];
     }
     return first < n ? first : -1;
 }
