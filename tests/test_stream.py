@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import streams
-from toolid import body
+from toolid import body, native
 from toolid.body import Direction, Policy, RewriteError
 from toolid.codec import encode
 from toolid.occurrence import CallIds
@@ -765,6 +765,22 @@ def test_unexpected_error_loses_no_byte(monkeypatch: pytest.MonkeyPatch) -> None
     out, rewriter = run([source], Api.CHAT)
     assert len(rewriter.problems) == 1
     assert sorted(out) == sorted(source)  # the same bytes (for their order, see below)
+
+
+@pytest.mark.skipif(not native.accelerated(), reason="the native accelerator is not built")
+def test_unexpected_error_in_the_native_framing_unrecords_its_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first event is encoded natively, the second (two data lines) fails in ``_event``:
+    both go out as they came, so no change is recorded for either."""
+    monkeypatch.setattr(StreamRewriter, "_event", _boom)
+    two_lines = chat_tool_event("get_time:1").replace(b'{"', b'{\ndata: "', 1)
+    source = chat_tool_event(KIMI) + two_lines
+    rewriter = StreamRewriter(Api.CHAT, ENCODE)
+    rewriter._at_start = False  # as after a first event
+    assert rewriter.feed(source) == source
+    assert rewriter.changes == []
+    assert len(rewriter.problems) == 1 and "boom" in rewriter.problems[0]
 
 
 def test_unexpected_error_keeps_the_byte_order(monkeypatch: pytest.MonkeyPatch) -> None:

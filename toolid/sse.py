@@ -111,7 +111,7 @@ class EventFramer:
     def extend(self, data: bytes) -> bytearray:
         """Hold ``data`` after the held bytes, unframed, and return all the held bytes: for
         a caller that frames them itself (LF line endings only) and then says how many it
-        took (``taken``). Return the held bytes untouched in between."""
+        took (``taken``); it must not change them."""
         self._buffer += data
         return self._buffer
 

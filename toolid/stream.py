@@ -159,12 +159,14 @@ class StreamRewriter:
         assert native.extension is not None and self._native_encoder and self._markers
         self._at_start = False  # no BOM opens the stream: no event reads differently at its start
         buffer = self._framer.extend(data)
+        recorded = len(self.changes)
         try:
             out, rest = native.extension.sse_encode(
                 buffer, self._markers.words, self.changes, self._event, *self._native_encoder
             )
         except Exception as exc:
             logger.debug("toolid stream rewriter failed", exc_info=True)
+            del self.changes[recorded:]  # all of it goes out as it came: nothing was changed
             return self._give_up(f"unexpected error ({exc!r})")  # the held bytes and data
         self._framer.taken(rest)
         out_bytes: bytes = out
