@@ -46,6 +46,7 @@ from toolid.positions import (
     numbered,
     path_order,
     positions,
+    spelled_markers,
 )
 from toolid.rules import RuleSet, assign
 
@@ -209,7 +210,7 @@ def plan(
     if api is not None and calls is not None and native.extension is not None:
         # Natively, reading a document costs what scanning it for ids to change costs
         # (``may_change``): only the markers are looked for first.
-        if not may_hold_ids(document, _encode_prefilter(api, doc, policy.profile).markers):
+        if not may_hold_ids(document, id_markers(api, doc)):
             return NOTHING
         encoded = _encode_natively(document, api, doc, calls)
         if encoded is not None:
@@ -708,8 +709,7 @@ def _encode_prefilter(api: Api | None, doc: Doc, profile: codec.Profile) -> _Pre
         markers = None
     else:
         table = positions(api, doc)
-        spelled = [f'"{m}"'.encode() for p in table for m in p.markers]  # in table order
-        markers = Markers(spelled)
+        markers = Markers(spelled_markers(table))
     keys = frozenset(p.key for p in table) if api is not None else ID_KEYS
     names = b"|".join(re.escape(k.encode()) for k in sorted(keys))
     value = _CONFORMING_VALUE[profile]

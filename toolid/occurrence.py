@@ -22,7 +22,16 @@ from typing import Final
 from toolid import codec, jsonparse
 from toolid.apis import api_from_shape
 from toolid.markers import Markers
-from toolid.positions import DEFINES, Api, Call, Doc, Found, find_ids, positions
+from toolid.positions import (
+    DEFINES,
+    Api,
+    Call,
+    Doc,
+    Found,
+    find_ids,
+    positions,
+    spelled_markers,
+)
 
 # A \u escape that could spell a character of a client id ([A-Za-z0-9_-] are all in
 # U+0020..U+007F): where the request has none, a client id it defines is spelled plainly.
@@ -89,12 +98,7 @@ class Taken:
 
 @functools.cache
 def _definition_markers(api: Api) -> Markers:
-    return Markers(
-        f'"{marker}"'.encode()
-        for position in positions(api, Doc.REQUEST)
-        if position.role is DEFINES
-        for marker in position.markers
-    )
+    return Markers(spelled_markers(p for p in positions(api, Doc.REQUEST) if p.role is DEFINES))
 
 
 NOTHING_TAKEN: Final = Taken()

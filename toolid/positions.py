@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -232,6 +232,11 @@ _COMPILED: Final[dict[tuple[Api, Doc], tuple[Position, ...]]] = {
 
 #: Every member name that can hold an id, in any API.
 ID_KEYS: Final[frozenset[str]] = frozenset(p.key for ps in _COMPILED.values() for p in ps)
+
+
+def spelled_markers(entries: Iterable[Position]) -> list[bytes]:
+    """The markers of ``entries`` as a document spells them (JSON strings), in table order."""
+    return [f'"{marker}"'.encode() for position in entries for marker in position.markers]
 
 
 def positions(api: Api, doc: Doc) -> tuple[Position, ...]:
