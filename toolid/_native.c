@@ -800,6 +800,7 @@ typedef struct {
     int node;
     PyObject *key, *role; /* borrowed from the tree */
     PyObject *call;       /* owned */
+    int refers;           /* set before sorting: its role is REFERS */
     Py_ssize_t slot, order;
     Py_ssize_t path_at, path_size; /* its path, in Finder.paths */
 } Find;
@@ -832,17 +833,25 @@ static int found(Finder *f, int node, PyObject *key, PyObject *role, Py_ssize_t 
     Py_ssize_t saved = f->path.size;
     int pushed = push_key(&f->path, key);
     if (pushed <= 0) return pushed;
-    if (f->count == f->capacity || f->paths_size + f->path.size > f->paths_capacity) {
-        Py_ssize_t capacity = f->capacity * 2 + 8, room = f->paths_capacity * 2 + 512;
+    if (f->count == f->capacity) {
+        Py_ssize_t capacity = f->capacity * 2 + 8;
         Find *finds = PyMem_Realloc(f->finds, capacity * sizeof(Find));
-        if (finds) f->finds = finds, f->capacity = capacity;
-        char *paths = finds ? PyMem_Realloc(f->paths, room + f->path.size) : NULL;
+        if (finds == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        f->finds = finds;
+        f->capacity = capacity;
+    }
+    if (f->paths_size + f->path.size > f->paths_capacity) {
+        Py_ssize_t room = f->paths_capacity * 2 + 512 + f->path.size;
+        char *paths = PyMem_Realloc(f->paths, room);
         if (paths == NULL) {
             PyErr_NoMemory();
             return -1;
         }
         f->paths = paths;
-        f->paths_capacity = room + f->path.size;
+        f->paths_capacity = room;
     }
     PyObject *call = call_here(&f->path);
     if (call == NULL) return -1;
@@ -1030,8 +1039,6 @@ static PyObject *root_call(const Arena *a, PyObject *roots) {
 /* The order body._changes takes the finds in: the walk's (each position in table order, its
  * finds in document order); encoding, stably sorted by body._calls_first (calls in order, by
  * number, then what refers to them). */
-static PyObject *sorting_refers; /* qsort's comparator has no context: set around the sort */
-
 static int walk_order(const void *x, const void *y) {
     const Find *a = x, *b = y;
     if (a->slot != b->slot) return a->slot < b->slot ? -1 : 1;
@@ -1040,8 +1047,7 @@ static int walk_order(const void *x, const void *y) {
 
 static int calls_first(const void *x, const void *y) {
     const Find *a = x, *b = y;
-    int a_refers = a->role == sorting_refers, b_refers = b->role == sorting_refers;
-    if (a_refers != b_refers) return a_refers - b_refers;
+    if (a->refers != b->refers) return a->refers - b->refers;
     if (PyObject_RichCompareBool(a->call, b->call, Py_LT) == 1) return -1; /* ints: no error */
     if (PyObject_RichCompareBool(b->call, a->call, Py_LT) == 1) return 1;
     return walk_order(x, y);
@@ -1079,8 +1085,8 @@ static int new_value(Rewrite *r, const Find *find, PyObject *value, PyObject *de
         return 1;
     }
     PyObject *call_key_value[] = {find->call, find->key, value}, *call_value[] = {find->call, value};
-    PyObject *made = find->role == r->refers ? PyObject_Vectorcall(r->refer, call_value, 2, NULL)
-                                             : PyObject_Vectorcall(r->define, call_key_value, 3, NULL);
+    PyObject *made = find->refers ? PyObject_Vectorcall(r->refer, call_value, 2, NULL)
+                          : PyObject_Vectorcall(r->define, call_key_value, 3, NULL);
     if (made == NULL) return -1;
     if (!PyUnicode_Check(made) || PyUnicode_Compare(made, value) == 0) {
         int same = PyUnicode_Check(made);
@@ -1118,7 +1124,7 @@ static PyObject *rewrite_range(Rewrite *r, const unsigned char *buffer, Py_ssize
         if (done == 0) result = Py_NewRef(Py_None);
         goto done;
     }
-    sorting_refers = r->refers;
+    for (Py_ssize_t i = 0; i < f.count; i++) f.finds[i].refers = f.finds[i].role == r->refers;
     if (f.count > 1) qsort(f.finds, f.count, sizeof(Find), r->define ? calls_first : walk_order);
     changes = PyList_New(0);
     splices = PyMem_Malloc((f.count + 1) * sizeof(Splice));
