@@ -236,7 +236,7 @@ class ToolId:
         response = flow.response
         if response is None or not flow.live or not self._in_scope(flow):
             return
-        if not response.headers.get("content-type", "").lower().startswith("text/event-stream"):
+        if not (_header(response, b"content-type") or "").lower().startswith("text/event-stream"):
             return
         try:
             self._start_stream(flow, response)
@@ -301,12 +301,16 @@ class ToolId:
     def _json_body(self, flow: http.HTTPFlow, message: http.Message, side: str) -> bytes | None:
         """The decoded body of a JSON message; None when absent, empty or not JSON, or when
         it cannot be decoded (reported)."""
-        if message.raw_content is None or not _is_json(message.headers.get("content-type", "json")):
+        content_type = _header(message, b"content-type")
+        raw = message.raw_content
+        if raw is None or not _is_json("json" if content_type is None else content_type):
             return None
+        encoding = _header(message, b"content-encoding")
+        if not encoding:  # as get_content gives it
+            return raw or None
         try:
             content = message.get_content(strict=True)
         except ValueError:  # its message quotes the body's first bytes: never log it
-            encoding = message.headers.get("content-encoding", "")
             self._problem(flow, f"{side} left unchanged: cannot decode body ({encoding})")
             return None
         return content or None
@@ -328,7 +332,7 @@ class ToolId:
         if side == "request":  # a response's comment is written once, by _finish
             self._comment(flow)
         if new is not content:
-            message.content = new
+            _set_content(message, new)
         return plan
 
     def _apply(
@@ -351,7 +355,7 @@ class ToolId:
         return new, plan
 
     def _start_stream(self, flow: http.HTTPFlow, response: http.Response) -> None:
-        encoding = response.headers.get("content-encoding", "")
+        encoding = _header(response, b"content-encoding") or ""
         policy = Policy(Direction.ENCODE, self.profile)
         rewriter = StreamRewriter(
             _api_of(flow),
@@ -371,7 +375,13 @@ class ToolId:
     def _stream_callable(
         self, flow: http.HTTPFlow, rewriter: StreamRewriter, observe: bool
     ) -> Callable[[bytes], bytes | Iterable[bytes]]:
+        current: StreamRewriter | None = rewriter
+
         def rewrite_chunk(data: bytes) -> bytes | Iterable[bytes]:
+            nonlocal current
+            rewriter = current
+            if rewriter is None:  # called again after the end
+                return data
             try:
                 out = rewriter.feed(data) if data else rewriter.finish()
                 # Drain what the rewriter reported, in batches (the UI shows a flow again at
@@ -386,6 +396,12 @@ class ToolId:
             except Exception as exc:  # never let an exception reach mitmproxy's stream loop
                 self._problem(flow, f"stream rewriting failed: {exc!r}")
                 return data
+            finally:
+                if not data:
+                    # Let go of the rewriter (its calls' ids, its buffers) at the end. The
+                    # flow holds this function, and mitmproxy's flows are freed by the cyclic
+                    # garbage collector: what they hold keeps it busy until then.
+                    current = None
             if observe:
                 return data
             # An empty chunk mid-stream would end an HTTP/1 chunked body: hold with [].
@@ -499,6 +515,25 @@ def _streaming_requested(content: bytes, document: Any = None) -> bool:
             return True
         at = content.find(b'"stream"', at + 8)
     return False
+
+
+def _header(message: http.Message, name: bytes) -> str | None:
+    """``message.headers.get(name)`` (``name`` in lower case), read off the header fields:
+    mitmproxy's own lookup costs microseconds, and each flow asks a few times."""
+    values = [value for key, value in message.headers.fields if key.lower() == name]
+    if not values:
+        return None
+    return ", ".join(value.decode("utf-8", "surrogateescape") for value in values)
+
+
+def _set_content(message: http.Message, content: bytes) -> None:
+    """``message.content = content``, with fewer header lookups when there is nothing to
+    encode (as mitmproxy does it: Content-Length follows, unless Transfer-Encoding is set)."""
+    if _header(message, b"content-encoding") or _header(message, b"transfer-encoding") is not None:
+        message.content = content
+    else:
+        message.raw_content = content
+        message.headers["content-length"] = str(len(content))
 
 
 def _api_of(flow: http.HTTPFlow) -> Api | None:

@@ -7,11 +7,13 @@ import gzip
 import json
 import logging
 import re
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 
 import pytest
 from mitmproxy import exceptions
 from mitmproxy.addons import next_layer
+from mitmproxy.http import Headers
 from mitmproxy.test import taddons, tflow
 
 from addons.toolid_addon import (
@@ -21,9 +23,12 @@ from addons.toolid_addon import (
     MARK_PROBLEM,
     MAX_RECORDS,
     ToolId,
+    _header,
+    _set_content,
 )
 from toolid import body as body_module
 from toolid import encode
+from toolid.stream import StreamRewriter
 
 RAW = "functions.get_weather:0"
 CLIENT = encode(RAW)  # tid1_functions-2Eget_weather-3A0
@@ -574,6 +579,62 @@ def test_a_stream_records_its_changes_in_batches_and_at_its_end(addon):
     flow.response.stream(b"")
     assert len(flow.metadata["toolid"]["response"]) == DRAIN_EVERY + 10
     assert flow.marked
+
+
+def test_a_stream_lets_go_of_its_rewriter_at_its_end(addon):
+    """mitmproxy's flows are freed by the cyclic garbage collector: at its end, the stream
+    callable (held by the flow) drops its rewriter, so what that holds (the calls' ids, the
+    buffers) goes at once, not with the flow."""
+    toolid, _ = addon
+    flow = sse_flow()
+    toolid.responseheaders(flow)
+    callable_ = flow.response.stream
+
+    def rewriters() -> list[StreamRewriter]:
+        held = [cell.cell_contents for cell in callable_.__closure__ or ()]
+        return [value for value in held if isinstance(value, StreamRewriter)]
+
+    assert len(rewriters()) == 1
+    rewriter = weakref.ref(rewriters()[0])
+    callable_(chat_stream(RAW))
+    callable_(b"")
+    assert rewriters() == [] and rewriter() is None
+    assert callable_(b"data: late\n\n") == b"data: late\n\n"  # called again: as it is
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        [],
+        [(b"Content-Type", b"application/json")],
+        [(b"content-type", b"text/plain"), (b"CONTENT-TYPE", b"a\xffb")],
+        [(b"content-type", b"")],
+        [(b"x-other", b"1"), (b"Content-Encoding", b"gzip")],
+    ],
+)
+def test_header_reads_as_mitmproxy_does(fields):
+    message = tflow.tresp()
+    message.headers = Headers(fields)
+    for name in ("content-type", "content-encoding", "transfer-encoding"):
+        assert _header(message, name.encode()) == message.headers.get(name)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        [(b"content-length", b"3")],
+        [(b"Content-Encoding", b"gzip")],
+        [(b"content-encoding", b"")],
+        [(b"Transfer-Encoding", b"chunked")],
+        [(b"content-encoding", b"identity"), (b"content-length", b"3")],
+    ],
+)
+def test_set_content_is_mitmproxys(fields):
+    ours, theirs = tflow.tresp(), tflow.tresp()
+    ours.headers, theirs.headers = Headers(fields), Headers(fields)
+    _set_content(ours, b'{"a": 1}')
+    theirs.content = b'{"a": 1}'
+    assert (ours.raw_content, ours.headers.fields) == (theirs.raw_content, theirs.headers.fields)
 
 
 # --- occurrence tags: an upstream that reuses ids ----------------------------------------------

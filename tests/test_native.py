@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from tests.fuzz.strategies import INVALID_UTF8
 from tests.fuzz.test_fuzz_body import chaos_case
 from tests.test_jsonparse import stdlib_only
-from toolid import body, codec, jsonparse, native, prune
+from toolid import body, codec, jsonparse, native, prune, report
 from toolid.body import Direction, Edit, Policy
 from toolid.occurrence import CallIds, Taken
 from toolid.positions import DEFINES, Api, Doc, find_ids
@@ -126,13 +126,28 @@ def test_the_fused_restore_is_the_python_one(case: Any, api: Api) -> None:
     assert_restores_as_python(document, api)  # and any document, read as any API's request
 
 
-def assert_encodes_as_python(document: bytes, api: Api, doc: Doc, taken: tuple[str, ...]) -> None:
+def _taken(ids: tuple[str, ...], lazy: bool) -> Taken:
+    """The ids as a request's history defines them: known at once, or read off the request
+    when first asked (as for a request whose restore was not fused)."""
+    if not lazy:
+        return Taken.of(ids)
+    function = {"name": "f", "arguments": "{}"}
+    calls = [{"id": i, "type": "function", "function": function} for i in ids]
+    request = {"messages": [{"role": "assistant", "content": None, "tool_calls": calls}]}
+    return Taken(json.dumps(request).encode(), Api.CHAT)
+
+
+def assert_encodes_as_python(
+    document: bytes, api: Api, doc: Doc, taken: tuple[str, ...], lazy: bool = False
+) -> None:
     """The fused encode (``_native.encode``) gives the edits and changes that the walk and
-    ``body._changes`` give, and leaves the call ids chosen alike."""
+    ``body._changes`` give, and leaves the call ids chosen alike (it answers ``CallIds`` on
+    its state, see ``CallIds.native_state``)."""
     pruned = prune.parse(document, prune.SCHEMAS[(api, doc)])
     if pruned is None:
         return
-    native_calls, python_calls = CallIds("safe", Taken.of(taken)), CallIds("safe", Taken.of(taken))
+    native_calls = CallIds("safe", _taken(taken, lazy))
+    python_calls = CallIds("safe", _taken(taken, lazy))
     try:
         fused = body._encode_natively(document, api, doc, native_calls)
     except body.RewriteError as exc:
@@ -142,15 +157,67 @@ def assert_encodes_as_python(document: bytes, api: Api, doc: Doc, taken: tuple[s
     assert fused is not None
     python = body._plan_at_spans(pruned, api, doc, Policy(Direction.ENCODE), python_calls)
     assert (fused.edits, fused.changes) == (python.edits, python.changes)
-    assert native_calls._calls == python_calls._calls
-    assert native_calls._latest == python_calls._latest
+    state = {k: v for k, v in vars(native_calls).items() if k != "taken"}
+    assert state == {k: v for k, v in vars(python_calls).items() if k != "taken"}
 
 
 @settings(max_examples=300, deadline=None)
-@given(case=chaos_case(), history=st.lists(st.sampled_from(["tid1_a-3A1", "a", "call_0"])))
-def test_the_fused_encode_is_the_python_one(case: Any, history: list[str]) -> None:
+@given(
+    case=chaos_case(),
+    history=st.lists(st.sampled_from(["tid1_a-3A1", "a", "call_0", "tid1_functions-2Ef-3A0"])),
+    lazy=st.booleans(),
+)
+def test_the_fused_encode_is_the_python_one(case: Any, history: list[str], lazy: bool) -> None:
     document, api, doc, _, _ = case
-    assert_encodes_as_python(document, api, doc, tuple(history))
+    assert_encodes_as_python(document, api, doc, tuple(history), lazy)
+
+
+def test_the_fused_encode_tags_reused_ids_as_python_does() -> None:
+    """Ids an upstream reuses across calls, some taken by the history: the occurrence tags
+    (``CallIds.define``, called from native code) and the references to each call."""
+    calls = [
+        {"index": i, "id": raw, "type": "function", "function": {"name": "f", "arguments": ""}}
+        for i, raw in enumerate(["functions.f:0", "functions.f:0", "call_0", "functions.f:0"])
+    ]
+    document = json.dumps(
+        {"choices": [{"index": 0, "message": {"role": "assistant", "tool_calls": calls}}]}
+    ).encode()
+    taken = ("tid1_functions-2Ef-3A0",)
+    for lazy in (False, True):
+        assert_encodes_as_python(document, Api.CHAT, Doc.RESPONSE, taken, lazy)
+        native_calls = CallIds("safe", _taken(taken, lazy))
+        plan = body._encode_natively(document, Api.CHAT, Doc.RESPONSE, native_calls)
+        assert plan is not None
+        assert [c.client for c in plan.changes] == [  # call_0 conforms: it stays as it is
+            codec.encode("functions.f:0", occurrence=2),
+            codec.encode("functions.f:0", occurrence=3),
+            codec.encode("functions.f:0", occurrence=4),
+        ]
+
+
+_CHANGE_TEXT = st.sampled_from(["", "a", "tid1_a-_2", "-_", "functions.f:0", "\ud800", "é"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    changes=st.lists(
+        st.builds(
+            body.Change,
+            path=_CHANGE_TEXT,
+            raw=_CHANGE_TEXT,
+            client=_CHANGE_TEXT,
+            action=st.sampled_from(["restored", "encoded", "kept", "mapped"]),
+            sent=_CHANGE_TEXT,
+            rules=st.sampled_from(["", "mistral"]),
+        ),
+        max_size=6,
+    )
+)
+def test_records_are_as_records(changes: list[body.Change]) -> None:
+    records = report.as_records(changes)
+    with stdlib_only():
+        assert report.as_records(changes) == records
+    assert records == [report.as_record(change) for change in changes]
 
 
 def test_the_fused_restore_on_a_history() -> None:

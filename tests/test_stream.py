@@ -18,10 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import streams
-from toolid import body, native
+from toolid import body, codec, native
 from toolid.body import Direction, Policy, RewriteError
 from toolid.codec import encode
-from toolid.occurrence import CallIds
 from toolid.positions import Api, Doc
 from toolid.stream import StreamRewriter
 
@@ -746,7 +745,7 @@ def _boom(*args: object, **kwargs: object) -> body.Plan:
 
 def test_unexpected_error_switches_to_pass_through(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(body, "plan", _boom)
-    monkeypatch.setattr(CallIds, "define", _boom)  # the native path's way in
+    monkeypatch.setattr(codec, "encode", _boom)  # the native path's way in
     first, second = chat_tool_event(KIMI), chat_tool_event("get_time:1")
     rewriter = StreamRewriter(Api.CHAT, ENCODE)
     assert rewriter.feed(first) == first
@@ -760,7 +759,7 @@ def test_unexpected_error_switches_to_pass_through(monkeypatch: pytest.MonkeyPat
 
 def test_unexpected_error_loses_no_byte(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(body, "plan", _boom)
-    monkeypatch.setattr(CallIds, "define", _boom)
+    monkeypatch.setattr(codec, "encode", _boom)
     source = chat_tool_event(KIMI) + chat_tool_event("get_time:1")[:25]
     out, rewriter = run([source], Api.CHAT)
     assert len(rewriter.problems) == 1
@@ -785,8 +784,42 @@ def test_unexpected_error_in_the_native_framing_unrecords_its_changes(
 
 def test_unexpected_error_keeps_the_byte_order(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(body, "plan", _boom)
-    monkeypatch.setattr(CallIds, "define", _boom)
+    monkeypatch.setattr(codec, "encode", _boom)
     source = chat_tool_event(KIMI) + chat_tool_event("get_time:1")[:25]
     out, rewriter = run([source], Api.CHAT)
     assert len(rewriter.problems) == 1
     assert out == source
+
+
+@pytest.mark.parametrize("accelerated", [True, False])
+def test_events_about_a_reused_id_follow_the_call_of_their_number(
+    monkeypatch: pytest.MonkeyPatch, accelerated: bool
+) -> None:
+    """Two calls of one response carry the same raw id: each event about a call gets the
+    client id of the call it is numbered with, not of the latest (``CallIds.refer``, which
+    the native encoder answers itself)."""
+    if not accelerated:
+        monkeypatch.setattr(native, "extension", None)
+
+    def event(data: dict[str, Any]) -> bytes:
+        return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+    item = {"type": "function_call", "id": "fc:1", "call_id": "call:1", "name": "f"}
+    added = "response.output_item.added"
+    delta = "response.function_call_arguments.delta"
+    source = b"".join(
+        [
+            event({"type": added, "output_index": 0, "item": item}),
+            event({"type": added, "output_index": 1, "item": item}),
+            event({"type": delta, "output_index": 0, "item_id": "fc:1", "delta": "{}"}),
+            event({"type": delta, "output_index": 1, "item_id": "fc:1", "delta": "{}"}),
+        ]
+    )
+    out, rewriter = run([source], Api.RESPONSES)
+    first, second = encode("fc:1"), encode("fc:1", occurrence=2)
+    assert sorted(c.client for c in rewriter.changes[:4]) == sorted(
+        [first, second, encode("call:1"), encode("call:1", occurrence=2)]
+    )
+    assert [c.client for c in rewriter.changes[4:]] == [first, second]
+    assert out.count(f'"item_id": "{first}"'.encode()) == 1
+    assert out.count(f'"item_id": "{second}"'.encode()) == 1

@@ -15,11 +15,12 @@
  *   parse and the walk: decode(value) gives None or (raw id, its literal); defined holds the
  *   values at definition positions.
  *
- * encode(buffer, start, end, table, define, refer, literal, roles, types)
- *        -> (edits, changes) | None
+ * encode(buffer, start, end, table, calls, literal, roles, types) -> (edits, changes) | None
  *   body's encode of the ids of the document buffer[start:end], fused likewise: each find's
- *   client id is define(call, key, value) or, for what refers to a call, refer(call, value)
- *   (occurrence.CallIds), its literal literal(client id).
+ *   client id is what CallIds.define(call, key, value) or, for what refers to a call,
+ *   CallIds.refer(call, value) gives, answered here on the state calls =
+ *   CallIds.native_state() (CallIds.define itself when an occurrence tag is needed); its
+ *   literal is literal(client id) (spelled here when nothing in it needs escaping).
  *
  *   Both: table = (schema, tree, roots, numbered) (body._native_table; the root call is the
  *   first int member named in roots), roles = (DEFINES, REFERS), types = (Change, Edit).
@@ -28,14 +29,22 @@
  *   are sorted and change each member once. None: the parse does not vouch for the document,
  *   or a path is too long or too deep (the Python path decides).
  *
- * sse_encode(buffer, markers, changes, fallback, table, define, refer, literal, roles, types)
- *        -> (out: bytes, rest: int)
- *   stream.StreamRewriter's framing and encoding of a piece of an SSE stream (buffer: any
- *   bytes-like object) whose line endings are all LF: the events between hits of the markers
- *   (a tuple of words, found as markers.Markers finds them) go out as they are; each event
- *   with a hit is encoded: one "data: " line here, its changes appended to changes; any
- *   other by fallback(event) -> bytes. out: what goes out; buffer[rest:] is an incomplete
- *   event, held by the caller.
+ * sse_feed(held, data, limit, markers, changes, fallback, table, calls, literal, roles, types)
+ *        -> bytes | None
+ *   stream.StreamRewriter's framing and encoding of the next piece of an SSE stream whose
+ *   line endings are all LF: held (a bytearray) is the incomplete event held so far, data
+ *   the piece. The events between hits of the markers (a tuple of words, found as
+ *   markers.Markers finds them) go out as they are; each event with a hit is encoded: one
+ *   "data: " line here, its changes appended to changes; any other by fallback(event) ->
+ *   bytes. Returns what goes out (data itself when all of it goes out as it came), and
+ *   leaves the new incomplete event in held. None, touching nothing: data holds a CR, held
+ *   and data together exceed limit, or more is held than data brings and RESEARCHED (the
+ *   Python framing's). On an error, held has the held bytes and data, and changes is as it
+ *   was.
+ *
+ * records(changes, as_record) -> list
+ *   report.as_records: each change as its record, built here when it is a plain restore or
+ *   encode (no rule set, no occurrence tag, not mapped), else by as_record(change).
  *
  * splice(document: bytes, edits) -> bytes
  *   body.apply: the (start, end, text) edits, sorted and apart, spliced into the document.
@@ -66,7 +75,7 @@
 #define MAX_DEPTH 200
 #define MAX_KEYS 64 /* members of one object told apart without a hash */
 
-static PyObject *_type_key, *_index_key, *_empty, *_encoded, *_restored; /* interned names */
+static PyObject *_type_key, *_index_key, *_empty, *_encoded, *_restored, *_known_name;
 
 typedef struct {
     const unsigned char *start, *p, *end;
@@ -466,13 +475,13 @@ static int value(Scan *s, PyObject *spec, Arena *a) {
     return -1;
 }
 
-/* Parse buffer[start:end] into a (its root, an object, is node 0): 1, 0 (not ours) or -1 (an
- * error). Spans count from the buffer's start. */
+/* Parse buffer[start:end] into a (its root, an object, is node 0; a's nodes are reused, and
+ * freed by the caller): 1, 0 (not ours) or -1 (an error). Spans count from the buffer's
+ * start. */
 static int parse_range(const unsigned char *buffer, Py_ssize_t start, Py_ssize_t end,
                        PyObject *schema, Arena *a) {
     Scan s = {buffer, buffer + start, buffer + end, 0, 0, 0};
-    a->nodes = NULL;
-    a->count = a->capacity = 0;
+    a->count = 0;
     if (expect(&s, '{')) {
         s.depth = 1;
         if (object(&s, schema, a) == 0) {
@@ -526,7 +535,7 @@ static PyObject *materialize(const Arena *a, int i, const unsigned char *buffer,
 
 static PyObject *parse(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     Py_buffer document;
-    Arena a;
+    Arena a = {NULL, 0, 0};
     if (nargs != 2 || !PyTuple_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "parse(document: bytes, schema: tuple)");
         return NULL;
@@ -815,9 +824,14 @@ typedef struct {
     Py_ssize_t paths_size, paths_capacity;
 } Finder;
 
-static void finder_end(Finder *f) {
-    path_end(&f->path);
+/* Forget the finds, keeping the room they took for the next find_all. */
+static void finder_clear(Finder *f) {
     for (Py_ssize_t i = 0; i < f->count; i++) Py_CLEAR(f->finds[i].call);
+    f->count = 0;
+}
+
+static void finder_end(Finder *f) {
+    finder_clear(f);
     PyMem_Free(f->finds);
     PyMem_Free(f->paths);
 }
@@ -956,16 +970,14 @@ static int find(Finder *f, int node, PyObject *tree) {
     return done;
 }
 
-/* Find the ids in an arena (its root: node 0): 1, 0 (not ours) or -1 (an error). */
+/* Find the ids in an arena (its root: node 0): 1, 0 (not ours) or -1 (an error). f holds no
+ * finds (zeroed, or cleared); the room of earlier ones is reused. */
 static int find_all(Finder *f, const Arena *a, const unsigned char *buffer, PyObject *tree,
                     PyObject *root, int numbered) {
     path_start(&f->path, root, numbered);
     f->arena = a;
     f->buffer = buffer;
-    f->finds = NULL;
-    f->count = f->capacity = 0;
-    f->paths = NULL;
-    f->paths_size = f->paths_capacity = 0;
+    f->paths_size = 0;
     int done = find(f, 0, tree);
     path_end(&f->path);
     return done;
@@ -977,13 +989,26 @@ static PyObject *path_of(const Finder *f, const Find *find) {
 
 /* --- restore and encode: a document's ids rewritten, fused with the parse and the walk ------ */
 
+/* occurrence.CallIds' state (CallIds.native_state): define and refer are answered here as
+ * CallIds answers them, on the same dicts and set, while no occurrence tag is needed; a call
+ * that needs one goes to CallIds.define itself. */
+typedef struct {
+    PyObject *calls, *by_call, *latest; /* dicts: (call, key, raw), (call, raw), raw -> client */
+    PyObject *given;                     /* a set: the client ids given */
+    PyObject *taken;                     /* the Taken: the client ids taken */
+    PyObject *known;                     /* taken.known(), once asked (None: ask taken) */
+    PyObject *encode, *profile;          /* codec.encode and the profile */
+    PyObject *define;                    /* CallIds.define */
+} Calls;
+
 /* What a rewrite reads: the table, body's callbacks and the names it uses. */
 typedef struct {
     PyObject *schema, *tree, *roots; /* the table: (schema, tree, roots, numbered) */
     int numbered;
-    PyObject *define, *refer, *literal; /* encode (define is NULL when restoring) */
-    PyObject *decode;                   /* restore */
-    PyObject *defines, *refers, *word;  /* the roles; "encoded" or "restored" */
+    Calls calls;                       /* encode */
+    PyObject *literal;                 /* encode: the literal of a client id (body._literal) */
+    PyObject *decode;                  /* restore (NULL when encoding) */
+    PyObject *defines, *refers, *word; /* the roles; "encoded" or "restored" */
     PyTypeObject *change_type, *edit_type;
 } Rewrite;
 
@@ -1017,13 +1042,112 @@ static int names_from(Rewrite *r, PyObject *roles, PyObject *types, PyObject *wo
     return 1;
 }
 
-/* encoder = (table, define, refer, literal, roles, types) (body.native_encoder). */
+/* state = (calls, by_call, latest, given, taken, encode, profile, define). */
+static int calls_from(Calls *c, PyObject *state) {
+    if (!PyTuple_Check(state) || PyTuple_GET_SIZE(state) != 8 ||
+        !PyDict_CheckExact(PyTuple_GET_ITEM(state, 0)) ||
+        !PyDict_CheckExact(PyTuple_GET_ITEM(state, 1)) ||
+        !PyDict_CheckExact(PyTuple_GET_ITEM(state, 2)) ||
+        !PySet_CheckExact(PyTuple_GET_ITEM(state, 3))) {
+        PyErr_SetString(PyExc_TypeError, "calls: CallIds.native_state()");
+        return 0;
+    }
+    c->calls = PyTuple_GET_ITEM(state, 0);
+    c->by_call = PyTuple_GET_ITEM(state, 1);
+    c->latest = PyTuple_GET_ITEM(state, 2);
+    c->given = PyTuple_GET_ITEM(state, 3);
+    c->taken = PyTuple_GET_ITEM(state, 4);
+    c->encode = PyTuple_GET_ITEM(state, 5);
+    c->profile = PyTuple_GET_ITEM(state, 6);
+    c->define = PyTuple_GET_ITEM(state, 7);
+    c->known = NULL;
+    return 1;
+}
+
+/* encoder = (table, calls, literal, roles, types) (body.native_encoder). */
 static int encoder_from(Rewrite *r, PyObject *const *kit) {
-    r->define = kit[1];
-    r->refer = kit[2];
-    r->literal = kit[3];
+    r->literal = kit[2];
     r->decode = NULL;
-    return table_from(r, kit[0]) && names_from(r, kit[4], kit[5], _encoded);
+    return table_from(r, kit[0]) && calls_from(&r->calls, kit[1]) &&
+           names_from(r, kit[3], kit[4], _encoded);
+}
+
+/* What an encoder holds after its call. */
+static void encoder_end(Rewrite *r) { Py_CLEAR(r->calls.known); }
+
+/* The plain encoding of raw: codec.encode(raw, profile). */
+static PyObject *plain_encoding(const Calls *c, PyObject *raw) {
+    PyObject *args[] = {raw, c->profile};
+    return PyObject_Vectorcall(c->encode, args, 2, NULL);
+}
+
+/* CallIds.define(call, key, raw). */
+static PyObject *define_call(Calls *c, PyObject *call, PyObject *key, PyObject *raw) {
+    PyObject *triple = PyTuple_Pack(3, call, key, raw);
+    if (triple == NULL) return NULL;
+    PyObject *known = PyDict_GetItemWithError(c->calls, triple); /* borrowed */
+    if (known != NULL || PyErr_Occurred()) {
+        Py_DECREF(triple);
+        return Py_XNewRef(known);
+    }
+    PyObject *client = plain_encoding(c, raw), *pair = NULL;
+    int clash = client ? PySet_Contains(c->given, client) : -1;
+    if (clash == 0 && c->known == NULL) { /* once per call: a set, unless the request is read */
+        c->known = PyObject_CallMethodNoArgs(c->taken, _known_name);
+        if (c->known == NULL) clash = -1;
+    }
+    if (clash == 0) clash = PySequence_Contains(c->known != Py_None ? c->known : c->taken, client);
+    if (clash == 0) {
+        pair = PyTuple_Pack(2, call, raw);
+        if (pair == NULL || PyDict_SetItem(c->calls, triple, client) < 0 ||
+            PyDict_SetItem(c->by_call, pair, client) < 0 ||
+            PyDict_SetItem(c->latest, raw, client) < 0 || PySet_Add(c->given, client) < 0)
+            Py_CLEAR(client);
+    } else { /* an occurrence tag (or an error): CallIds.define decides */
+        Py_CLEAR(client);
+        if (clash > 0) {
+            PyObject *args[] = {call, key, raw};
+            client = PyObject_Vectorcall(c->define, args, 3, NULL);
+        }
+    }
+    Py_XDECREF(pair);
+    Py_DECREF(triple);
+    return client;
+}
+
+/* CallIds.refer(call, raw). */
+static PyObject *refer_call(const Calls *c, PyObject *call, PyObject *raw) {
+    PyObject *pair = PyTuple_Pack(2, call, raw);
+    if (pair == NULL) return NULL;
+    PyObject *known = PyDict_GetItemWithError(c->by_call, pair); /* borrowed */
+    Py_DECREF(pair);
+    if (known == NULL && PyErr_Occurred()) return NULL;
+    int truthy = known ? PyObject_IsTrue(known) : 0; /* by_call's value "or" latest's */
+    if (truthy < 0) return NULL;
+    if (!truthy) {
+        known = PyDict_GetItemWithError(c->latest, raw);
+        if (known == NULL && PyErr_Occurred()) return NULL;
+    }
+    return known ? Py_NewRef(known) : plain_encoding(c, raw);
+}
+
+/* body._literal(client id): spelled here when it has nothing to escape (printable ASCII but
+ * '"' and '\\', as every encoded id is), else by body._literal. */
+static PyObject *literal_of(const Rewrite *r, PyObject *client) {
+    if (PyUnicode_IS_ASCII(client)) {
+        const unsigned char *text = PyUnicode_DATA(client);
+        Py_ssize_t size = PyUnicode_GET_LENGTH(client), i = 0;
+        while (i < size && text[i] >= 0x20 && text[i] != '"' && text[i] != '\\') i++;
+        if (i == size) {
+            PyObject *literal = PyBytes_FromStringAndSize(NULL, size + 2);
+            if (literal == NULL) return NULL;
+            char *out = PyBytes_AS_STRING(literal);
+            out[0] = out[size + 1] = '"';
+            memcpy(out + 1, text, size);
+            return literal;
+        }
+    }
+    return PyObject_CallOneArg(r->literal, client); /* may raise body.RewriteError */
 }
 
 /* The root call of an event: its first int member among the roots (positions.find_ids). */
@@ -1063,10 +1187,52 @@ static int by_start(const void *x, const void *y) {
     return a->start < b->start ? -1 : a->start > b->start;
 }
 
+/* What the rewrites of one call share, kept for the next range (sse_feed rewrites one per
+ * event): the nodes, the finds, and the splices of the last range rewritten. */
+typedef struct {
+    Arena arena;
+    Finder finder;
+    Splice *splices;
+    Py_ssize_t count, capacity; /* splices */
+    unsigned char *edited;      /* one flag per node */
+    int edited_capacity;
+} Scratch;
+
+static void scratch_clear(Scratch *s) {
+    for (Py_ssize_t i = 0; i < s->count; i++) Py_DECREF(s->splices[i].text);
+    s->count = 0;
+}
+
+static void scratch_end(Scratch *s) {
+    scratch_clear(s);
+    PyMem_Free(s->arena.nodes);
+    finder_end(&s->finder);
+    PyMem_Free(s->splices);
+    PyMem_Free(s->edited);
+}
+
+/* Room for count splices and a flag per node of the arena: 1, or -1 (no memory). */
+static int scratch_room(Scratch *s, Py_ssize_t count) {
+    if (count > s->capacity) {
+        Splice *grown = PyMem_Realloc(s->splices, count * sizeof(Splice));
+        if (grown == NULL) return PyErr_NoMemory(), -1;
+        s->splices = grown;
+        s->capacity = count;
+    }
+    if (s->arena.count > s->edited_capacity) {
+        PyMem_Free(s->edited);
+        s->edited = PyMem_Malloc(s->arena.count);
+        s->edited_capacity = s->edited ? s->arena.count : 0;
+        if (s->edited == NULL) return PyErr_NoMemory(), -1;
+    }
+    memset(s->edited, 0, s->arena.count);
+    return 1;
+}
+
 /* The new value of one find: (old, new, its literal), or 0 when it stays; -1: an error. */
 static int new_value(Rewrite *r, const Find *find, PyObject *value, PyObject *defined,
                      PyObject **raw, PyObject **client, PyObject **text) {
-    if (r->define == NULL) { /* restore: decode gives None or (raw id, its literal) */
+    if (r->decode) { /* restore: decode gives None or (raw id, its literal) */
         if (find->role == r->defines && PyList_Append(defined, value) < 0) return -1;
         PyObject *decoded = PyObject_CallOneArg(r->decode, value);
         if (decoded == NULL || decoded == Py_None) {
@@ -1084,9 +1250,8 @@ static int new_value(Rewrite *r, const Find *find, PyObject *value, PyObject *de
         Py_DECREF(decoded);
         return 1;
     }
-    PyObject *call_key_value[] = {find->call, find->key, value}, *call_value[] = {find->call, value};
-    PyObject *made = find->refers ? PyObject_Vectorcall(r->refer, call_value, 2, NULL)
-                          : PyObject_Vectorcall(r->define, call_key_value, 3, NULL);
+    PyObject *made = find->refers ? refer_call(&r->calls, find->call, value)
+                                  : define_call(&r->calls, find->call, find->key, value);
     if (made == NULL) return -1;
     if (!PyUnicode_Check(made) || PyUnicode_Compare(made, value) == 0) {
         int same = PyUnicode_Check(made);
@@ -1096,48 +1261,33 @@ static int new_value(Rewrite *r, const Find *find, PyObject *value, PyObject *de
     }
     *raw = Py_NewRef(value);
     *client = made;
-    *text = PyObject_CallOneArg(r->literal, made); /* may raise body.RewriteError */
+    *text = literal_of(r, made);
     return *text ? 1 : -1;
 }
 
-/* buffer[start:end] rewritten: (edits, changes) as lists (the edits sorted, counting from
- * the buffer's start; restore: defined gets the values at definition positions), None (not
- * ours) or NULL (an error). */
-static PyObject *rewrite_range(Rewrite *r, const unsigned char *buffer, Py_ssize_t start,
-                               Py_ssize_t end, PyObject *defined) {
-    Arena a;
-    Finder f;
-    int walked = 0;
-    PyObject *result = NULL, *root = NULL, *changes = NULL, *edits = NULL;
-    Splice *splices = NULL;
-    unsigned char *edited = NULL;
-    Py_ssize_t count = 0;
-    int done = parse_range(buffer, start, end, r->schema, &a);
-    if (done <= 0) {
-        PyMem_Free(a.nodes);
-        return done == 0 ? Py_NewRef(Py_None) : NULL;
-    }
-    root = root_call(&a, r->roots);
-    walked = root != NULL;
-    done = walked ? find_all(&f, &a, buffer, r->tree, root, r->numbered) : -1;
-    if (done <= 0) {
-        if (done == 0) result = Py_NewRef(Py_None);
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < f.count; i++) f.finds[i].refers = f.finds[i].role == r->refers;
-    if (f.count > 1) qsort(f.finds, f.count, sizeof(Find), r->define ? calls_first : walk_order);
-    changes = PyList_New(0);
-    splices = PyMem_Malloc((f.count + 1) * sizeof(Splice));
-    edited = PyMem_Calloc(a.count, 1);
-    if (changes == NULL || splices == NULL || edited == NULL) {
-        if (!PyErr_Occurred()) PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < f.count; i++) {
-        const Find *find = &f.finds[i];
-        PyObject *value = text_of(&f, find->node), *raw = NULL, *client = NULL, *text = NULL;
+/* Rewrite buffer[start:end]: 1, with its changes appended to changes (restore: the values at
+ * definition positions to defined) and s->splices[:s->count] the edits, sorted, counting from
+ * the buffer's start; 0 (not ours) or -1 (an error): then changes is as it was. */
+static int rewrite_into(Rewrite *r, Scratch *s, const unsigned char *buffer, Py_ssize_t start,
+                        Py_ssize_t end, PyObject *changes, PyObject *defined) {
+    Finder *f = &s->finder;
+    Py_ssize_t recorded = PyList_GET_SIZE(changes);
+    scratch_clear(s);
+    int done = parse_range(buffer, start, end, r->schema, &s->arena);
+    if (done <= 0) return done;
+    PyObject *root = root_call(&s->arena, r->roots);
+    if (root == NULL) return -1;
+    done = find_all(f, &s->arena, buffer, r->tree, root, r->numbered);
+    Py_DECREF(root);
+    if (done <= 0) return done;
+    for (Py_ssize_t i = 0; i < f->count; i++) f->finds[i].refers = f->finds[i].role == r->refers;
+    if (f->count > 1) qsort(f->finds, f->count, sizeof(Find), r->decode ? walk_order : calls_first);
+    if (scratch_room(s, f->count) < 0) return -1;
+    for (Py_ssize_t i = 0; done > 0 && i < f->count; i++) {
+        const Find *find = &f->finds[i];
+        PyObject *value = text_of(f, find->node), *raw = NULL, *client = NULL, *text = NULL;
         int changed = value ? new_value(r, find, value, defined, &raw, &client, &text) : -1;
-        PyObject *path = changed > 0 ? path_of(&f, find) : NULL;
+        PyObject *path = changed > 0 ? path_of(f, find) : NULL;
         PyObject *change = path ? r->change_type->tp_alloc(r->change_type, 6) : NULL;
         if (change) {
             PyTuple_SET_ITEM(change, 0, path);
@@ -1152,25 +1302,45 @@ static PyObject *rewrite_range(Rewrite *r, const unsigned char *buffer, Py_ssize
         } else if (changed > 0) {
             changed = -1;
         }
-        if (changed > 0 && !edited[find->node]) { /* each member once: body._Targets */
-            edited[find->node] = 1;
-            const Node *node = &a.nodes[find->node];
+        if (changed > 0 && !s->edited[find->node]) { /* each member once: body._Targets */
+            s->edited[find->node] = 1;
+            const Node *node = &s->arena.nodes[find->node];
             Splice splice = {node->start, node->end, Py_NewRef(text)};
-            splices[count++] = splice;
+            s->splices[s->count++] = splice;
         }
         Py_XDECREF(path);
         Py_XDECREF(value);
         Py_XDECREF(raw);
         Py_XDECREF(client);
         Py_XDECREF(text);
-        if (changed < 0) goto done;
+        if (changed < 0) done = -1;
     }
-    if (count > 1) qsort(splices, count, sizeof(Splice), by_start);
-    edits = PyList_New(count);
-    for (Py_ssize_t i = 0; edits && i < count; i++) {
+    finder_clear(f);
+    if (done < 0) {
+        scratch_clear(s);
+        PyObject *error = PyErr_GetRaisedException();
+        PyList_SetSlice(changes, recorded, PY_SSIZE_T_MAX, NULL); /* no error: a shorter list */
+        PyErr_SetRaisedException(error);
+        return -1;
+    }
+    if (s->count > 1) qsort(s->splices, s->count, sizeof(Splice), by_start);
+    return 1;
+}
+
+/* buffer[start:end] rewritten: (edits, changes) as lists (see rewrite_into), None (not ours)
+ * or NULL (an error). */
+static PyObject *rewrite_range(Rewrite *r, const unsigned char *buffer, Py_ssize_t start,
+                               Py_ssize_t end, PyObject *defined) {
+    Scratch s;
+    memset(&s, 0, sizeof s);
+    PyObject *changes = PyList_New(0), *edits = NULL, *result = NULL;
+    int done = changes ? rewrite_into(r, &s, buffer, start, end, changes, defined) : -1;
+    if (done == 0) result = Py_NewRef(Py_None);
+    if (done > 0) edits = PyList_New(s.count);
+    for (Py_ssize_t i = 0; edits && i < s.count; i++) {
         PyObject *edit = r->edit_type->tp_alloc(r->edit_type, 3);
-        PyObject *from = PyLong_FromSsize_t(splices[i].start);
-        PyObject *to = PyLong_FromSsize_t(splices[i].end);
+        PyObject *from = PyLong_FromSsize_t(s.splices[i].start);
+        PyObject *to = PyLong_FromSsize_t(s.splices[i].end);
         if (edit == NULL || from == NULL || to == NULL) {
             Py_XDECREF(edit);
             Py_XDECREF(from);
@@ -1180,19 +1350,13 @@ static PyObject *rewrite_range(Rewrite *r, const unsigned char *buffer, Py_ssize
         }
         PyTuple_SET_ITEM(edit, 0, from);
         PyTuple_SET_ITEM(edit, 1, to);
-        PyTuple_SET_ITEM(edit, 2, Py_NewRef(splices[i].text));
+        PyTuple_SET_ITEM(edit, 2, Py_NewRef(s.splices[i].text));
         PyList_SET_ITEM(edits, i, edit);
     }
     if (edits) result = PyTuple_Pack(2, edits, changes);
-done:
-    for (Py_ssize_t i = 0; i < count; i++) Py_DECREF(splices[i].text);
-    PyMem_Free(splices);
-    PyMem_Free(edited);
     Py_XDECREF(edits);
     Py_XDECREF(changes);
-    Py_XDECREF(root);
-    if (walked) finder_end(&f);
-    PyMem_Free(a.nodes);
+    scratch_end(&s);
     return result;
 }
 
@@ -1203,7 +1367,7 @@ static PyObject *restore(PyObject *module, PyObject *const *args, Py_ssize_t nar
         PyErr_SetString(PyExc_TypeError, "restore(document, table, decode, roles, types)");
         return NULL;
     }
-    r.define = r.refer = r.literal = NULL;
+    r.literal = NULL;
     r.decode = args[2];
     if (!table_from(&r, args[1]) || !names_from(&r, args[3], args[4], _restored)) return NULL;
     if (PyObject_GetBuffer(args[0], &document, PyBUF_SIMPLE) < 0) return NULL;
@@ -1224,7 +1388,7 @@ static PyObject *restore(PyObject *module, PyObject *const *args, Py_ssize_t nar
 
 static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     Rewrite r;
-    if (nargs != 9 || !PyBytes_Check(args[0]) || !PyLong_Check(args[1]) ||
+    if (nargs != 8 || !PyBytes_Check(args[0]) || !PyLong_Check(args[1]) ||
         !PyLong_Check(args[2])) {
         PyErr_SetString(PyExc_TypeError, "encode(buffer, start, end, *encoder)");
         return NULL;
@@ -1237,16 +1401,20 @@ static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t narg
         PyErr_SetString(PyExc_ValueError, "start and end must be inside the buffer");
         return NULL;
     }
-    return rewrite_range(&r, (const unsigned char *)PyBytes_AS_STRING(args[0]), start, end,
-                         NULL);
+    PyObject *result = rewrite_range(&r, (const unsigned char *)PyBytes_AS_STRING(args[0]),
+                                     start, end, NULL);
+    encoder_end(&r);
+    return result;
 }
 
-/* --- sse_encode: the events of a piece of an SSE stream (LF line endings) --------------- */
+/* --- sse_feed: the events of a piece of an SSE stream (LF line endings) ----------------- */
 
-/* The bytes going out, written straight into a bytes object (grown as needed). */
+/* The bytes going out, written straight into a bytes object (grown as needed); altered:
+ * whether they differ from the bytes that came in. */
 typedef struct {
     PyObject *bytes;
     Py_ssize_t size;
+    int altered;
 } Out;
 
 static int out_add(Out *o, const void *data, Py_ssize_t n) {
@@ -1287,29 +1455,24 @@ static Py_ssize_t rfind_blank(const unsigned char *b, Py_ssize_t start, Py_ssize
 
 /* One event with a marker, b[start:end]: encoded here when it is one "data: " line and the
  * native parser vouches for it, else by fallback(event) (stream.StreamRewriter._event). */
-static int sse_event(Rewrite *r, const unsigned char *b, Py_ssize_t start, Py_ssize_t end,
-                     PyObject *changes, PyObject *fallback, Out *out) {
+static int sse_event(Rewrite *r, Scratch *s, const unsigned char *b, Py_ssize_t start,
+                     Py_ssize_t end, PyObject *changes, PyObject *fallback, Out *out) {
     const unsigned char *lf = memchr(b + start, '\n', end - start);
     if (end - start >= 8 && memcmp(b + start, "data: ", 6) == 0 && lf == b + end - 2) {
-        PyObject *encoded = rewrite_range(r, b, start + 6, end - 2, NULL);
-        if (encoded == NULL) PyErr_Clear(); /* the fallback meets it again, and decides */
-        else if (encoded == Py_None) Py_DECREF(encoded);
-        else {
-            PyObject *edits = PyTuple_GET_ITEM(encoded, 0);
-            PyObject *found = PyTuple_GET_ITEM(encoded, 1);
-            int done = PyList_SetSlice(changes, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, found);
+        int encoded = rewrite_into(r, s, b, start + 6, end - 2, changes, NULL);
+        if (encoded < 0) PyErr_Clear(); /* the fallback meets it again, and decides */
+        if (encoded > 0) {
+            int done = 0;
             Py_ssize_t at = start;
-            for (Py_ssize_t i = 0; done == 0 && i < PyList_GET_SIZE(edits); i++) {
-                PyObject *edit = PyList_GET_ITEM(edits, i), *text = PyTuple_GET_ITEM(edit, 2);
-                Py_ssize_t from = PyLong_AsSsize_t(PyTuple_GET_ITEM(edit, 0));
-                done = out_add(out, b + at, from - at);
+            out->altered |= s->count > 0;
+            for (Py_ssize_t i = 0; done == 0 && i < s->count; i++) {
+                PyObject *text = s->splices[i].text;
+                done = out_add(out, b + at, s->splices[i].start - at);
                 if (done == 0)
                     done = out_add(out, PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text));
-                at = PyLong_AsSsize_t(PyTuple_GET_ITEM(edit, 1));
+                at = s->splices[i].end;
             }
-            if (done == 0) done = out_add(out, b + at, end - at);
-            Py_DECREF(encoded);
-            return done;
+            return done == 0 ? out_add(out, b + at, end - at) : done;
         }
     }
     PyObject *event = PyBytes_FromStringAndSize((const char *)b + start, end - start);
@@ -1319,6 +1482,7 @@ static int sse_event(Rewrite *r, const unsigned char *b, Py_ssize_t start, Py_ss
     int done = -1;
     if (!PyBytes_Check(text)) PyErr_SetString(PyExc_TypeError, "fallback gives bytes");
     else done = out_add(out, PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text));
+    out->altered |= text != event; /* the fallback gives back an event it leaves as it is */
     Py_DECREF(text);
     return done;
 }
@@ -1418,50 +1582,152 @@ static Py_ssize_t first_hit(Markers *m, const unsigned char *b, Py_ssize_t n,
     return first < n ? first : -1;
 }
 
-static PyObject *sse_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    Rewrite r;
-    Markers markers;
-    Py_buffer view;
-    if (nargs != 10 || !PyList_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "sse_encode(buffer, markers, changes, fallback, *encoder)");
-        return NULL;
-    }
-    if (!markers_from(&markers, args[1]) || !encoder_from(&r, args + 4)) return NULL;
-    /* The view keeps the buffer (a bytearray, say) alive and unresized while the fallback
-     * runs Python code. */
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
-    PyObject *changes = args[2], *fallback = args[3], *result = NULL;
-    const unsigned char *b = view.buf;
-    Py_ssize_t n = view.len, start = 0;
-    Out out = {PyBytes_FromStringAndSize(NULL, n + 64), 0};
-    if (out.bytes == NULL) goto done;
-    Py_INCREF(args[1]);
-    /* stream._runs for LF line endings: whole events without a marker go out as they are,
-     * each event with one is encoded; an incomplete event is left (from start on). */
+/* The events of b[:n] (LF line endings), as stream._runs frames them: whole events without
+ * a marker go out as they are, each event with one is encoded (sse_event). Returns where the
+ * incomplete event left over starts, or -1 (an error). */
+static Py_ssize_t frame_events(Rewrite *r, Markers *markers, Scratch *scratch,
+                               const unsigned char *b, Py_ssize_t n, PyObject *changes,
+                               PyObject *fallback, Out *out) {
+    Py_ssize_t start = 0;
     for (;;) {
-        Py_ssize_t hit = first_hit(&markers, b, n, start);
+        Py_ssize_t hit = first_hit(markers, b, n, start);
         Py_ssize_t blank = rfind_blank(b, start, hit < 0 ? n : hit);
         if (blank >= 0) {
             Py_ssize_t first = blank; /* the first LF of the run that ends with this blank */
             while (first - 1 >= start && b[first - 1] == '\n') first--;
             Py_ssize_t end = first + (blank + 2 - first) / 2 * 2;
-            if (out_add(&out, b + start, end - start) < 0) goto failed;
+            if (out_add(out, b + start, end - start) < 0) return -1;
             start = end;
         }
-        if (hit < 0) break;
+        if (hit < 0) return start;
         blank = find_blank(b, start, n);
-        if (blank < 0) break; /* the event with the marker is incomplete */
-        if (sse_event(&r, b, start, blank + 2, changes, fallback, &out) < 0) goto failed;
+        if (blank < 0) return start; /* the event with the marker is incomplete */
+        if (sse_event(r, scratch, b, start, blank + 2, changes, fallback, out) < 0) return -1;
         start = blank + 2;
     }
-    if (_PyBytes_Resize(&out.bytes, out.size) == 0) result = Py_BuildValue("(Nn)", out.bytes, start);
-    out.bytes = NULL; /* stolen, or freed by the failed resize */
-failed:
-    Py_XDECREF(out.bytes);
-    Py_DECREF(args[1]);
+}
+
+/* Append b[:n] to the bytearray held: 0, or -1 (an error). */
+static int hold(PyObject *held, const char *b, Py_ssize_t n) {
+    Py_ssize_t size = PyByteArray_GET_SIZE(held);
+    if (n == 0) return 0;
+    if (PyByteArray_Resize(held, size + n) < 0) return -1;
+    memcpy(PyByteArray_AS_STRING(held) + size, b, n);
+    return 0;
+}
+
+/* How many held bytes the framing may search again with a piece, beyond the piece's size (so
+ * each byte is searched a bounded number of times). */
+#define RESEARCHED (8 * 1024)
+
+static PyObject *sse_feed(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    Rewrite r;
+    Scratch scratch;
+    Markers markers;
+    Py_buffer view;
+    if (nargs != 11 || !PyByteArray_CheckExact(args[0]) || !PyBytes_CheckExact(args[1]) ||
+        !PyLong_Check(args[2]) || !PyList_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "sse_feed(held: bytearray, data: bytes, limit, markers, changes, "
+                        "fallback, *encoder)");
+        return NULL;
+    }
+    PyObject *held = args[0], *data = args[1], *changes = args[4], *fallback = args[5];
+    Py_ssize_t limit = PyLong_AsSsize_t(args[2]);
+    if (limit == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t kept = PyByteArray_GET_SIZE(held), size = PyBytes_GET_SIZE(data);
+    if (memchr(PyBytes_AS_STRING(data), '\r', size) != NULL ||
+        kept > (size > RESEARCHED ? size : RESEARCHED) || kept + size > limit)
+        return Py_NewRef(Py_None); /* the Python framing's */
+    /* What is framed: data as it is when nothing is held, else the held bytes and data. The
+     * view keeps it alive and unresized while the fallback runs Python code. */
+    PyObject *source = kept ? held : data, *result = NULL;
+    Py_ssize_t recorded = PyList_GET_SIZE(changes), rest = -1;
+    int viewed = 0;
+    memset(&scratch, 0, sizeof scratch);
+    r.calls.known = NULL;
+    Out out = {NULL, 0, 0};
+    Py_INCREF(args[3]); /* markers points into these words */
+    if ((kept && hold(held, PyBytes_AS_STRING(data), size) < 0) ||
+        !markers_from(&markers, args[3]) || !encoder_from(&r, args + 6) ||
+        PyObject_GetBuffer(source, &view, PyBUF_SIMPLE) < 0)
+        goto done;
+    viewed = 1;
+    const unsigned char *b = view.buf;
+    if (!kept && size >= 2 && b[size - 2] == '\n' && b[size - 1] == '\n' &&
+        first_hit(&markers, b, size, 0) < 0) {
+        /* whole events without a marker: as they are, as StreamRewriter._frame passes them
+         * (however the LFs at their end pair up) */
+        rest = size;
+        result = Py_NewRef(data);
+        goto done;
+    }
+    out.bytes = PyBytes_FromStringAndSize(NULL, view.len + 64);
+    if (out.bytes == NULL) goto done;
+    rest = frame_events(&r, &markers, &scratch, b, view.len, changes, fallback, &out);
+    if (rest < 0) goto done;
+    if (!out.altered && rest == view.len && source == data) {
+        result = Py_NewRef(data); /* all of it, as it came: no copy */
+    } else if (_PyBytes_Resize(&out.bytes, out.size) == 0) {
+        result = Py_NewRef(out.bytes);
+    }
 done:
-    PyBuffer_Release(&view);
+    scratch_end(&scratch);
+    encoder_end(&r);
+    Py_XDECREF(out.bytes);
+    Py_DECREF(args[3]);
+    if (viewed) PyBuffer_Release(&view);
+    /* What is left is held: the incomplete event, or after an error all of it (then no change
+     * is recorded: it all goes out as it came). */
+    int done = 0;
+    if (result == NULL) {
+        PyObject *error = PyErr_GetRaisedException();
+        done = PyList_SetSlice(changes, recorded, PY_SSIZE_T_MAX, NULL);
+        if (!kept && done == 0) done = hold(held, PyBytes_AS_STRING(data), size);
+        PyErr_SetRaisedException(error); /* the first error is the one to tell */
+        return NULL;
+    }
+    if (kept) done = PySequence_DelSlice(held, 0, rest);
+    else done = hold(held, PyBytes_AS_STRING(data) + rest, size - rest);
+    if (done < 0) Py_CLEAR(result);
+    return result;
+}
+
+/* --- records: changes as the records stored in flows ---------------------------------------- */
+
+static PyObject *_record_keys[4], *_mapped, *_tag; /* interned */
+
+static PyObject *records(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "records(changes, as_record)");
+        return NULL;
+    }
+    PyObject *changes = PySequence_Fast(args[0], "changes must be a sequence");
+    if (changes == NULL) return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(changes);
+    PyObject *result = PyList_New(count);
+    for (Py_ssize_t i = 0; result && i < count; i++) {
+        PyObject *change = PySequence_Fast_GET_ITEM(changes, i), *record = NULL;
+        int plain = PyTuple_Check(change) && PyTuple_GET_SIZE(change) == 6;
+        for (int k = 2; plain && k < 6; k++) plain = PyUnicode_Check(PyTuple_GET_ITEM(change, k));
+        if (plain) { /* no rule set, no occurrence tag, not mapped: the four fields */
+            PyObject *client = PyTuple_GET_ITEM(change, 2), *action = PyTuple_GET_ITEM(change, 3);
+            Py_ssize_t tagged = PyUnicode_Find(client, _tag, 0, PY_SSIZE_T_MAX, 1);
+            int mapped = PyUnicode_Compare(action, _mapped) == 0;
+            plain = tagged == -1 && !mapped && PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(change, 5)) == 0;
+            if (tagged == -2 || PyErr_Occurred()) Py_CLEAR(result);
+        }
+        if (result && plain && (record = PyDict_New()) != NULL) {
+            for (int k = 0; record && k < 4; k++)
+                if (PyDict_SetItem(record, _record_keys[k], PyTuple_GET_ITEM(change, k)) < 0)
+                    Py_CLEAR(record);
+        } else if (result) {
+            record = PyObject_CallOneArg(args[1], change);
+        }
+        if (record == NULL) Py_CLEAR(result);
+        else PyList_SET_ITEM(result, i, record);
+    }
+    Py_DECREF(changes);
     return result;
 }
 
@@ -1524,11 +1790,13 @@ static PyMethodDef methods[] = {
      "restore(document, table, decode, roles, types) -> (edits, changes, defined) | None: "
      "see toolid/body.py."},
     {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
-     "encode(buffer, start, end, table, define, refer, literal, roles, types) -> "
+     "encode(buffer, start, end, table, calls, literal, roles, types) -> "
      "(edits, changes) | None: see toolid/body.py."},
-    {"sse_encode", (PyCFunction)(void (*)(void))sse_encode, METH_FASTCALL,
-     "sse_encode(buffer, markers, changes, fallback, *encoder) -> (out, rest): see "
+    {"sse_feed", (PyCFunction)(void (*)(void))sse_feed, METH_FASTCALL,
+     "sse_feed(held, data, limit, markers, changes, fallback, *encoder) -> bytes | None: see "
      "toolid/stream.py."},
+    {"records", (PyCFunction)(void (*)(void))records, METH_FASTCALL,
+     "records(changes, as_record) -> list: see toolid/report.py (as_records)."},
     {"splice", (PyCFunction)(void (*)(void))splice, METH_FASTCALL,
      "splice(document, edits) -> bytes: see toolid/body.py (apply)."},
     {NULL, NULL, 0, NULL},
@@ -1544,6 +1812,14 @@ PyMODINIT_FUNC PyInit__native(void) {
     _empty = PyUnicode_InternFromString("");
     _encoded = PyUnicode_InternFromString("encoded");
     _restored = PyUnicode_InternFromString("restored");
-    if (!_type_key || !_index_key || !_empty || !_encoded || !_restored) return NULL;
+    _known_name = PyUnicode_InternFromString("known");
+    if (!_type_key || !_index_key || !_empty || !_encoded || !_restored || !_known_name)
+        return NULL;
+    const char *record_keys[] = {"path", "raw", "client", "action"};
+    for (int k = 0; k < 4; k++)
+        if ((_record_keys[k] = PyUnicode_InternFromString(record_keys[k])) == NULL) return NULL;
+    _mapped = PyUnicode_InternFromString("mapped");
+    _tag = PyUnicode_InternFromString("-_"); /* codec.TAG */
+    if (!_mapped || !_tag) return NULL;
     return PyModule_Create(&module);
 }

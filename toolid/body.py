@@ -285,7 +285,7 @@ def native_encoder(api: Api, doc: Doc, calls: CallIds) -> tuple[Any, ...]:
     after their own arguments: the table, ``calls``' choices and the helpers ``plan`` uses,
     so that they make the changes and edits ``plan`` makes."""
     table = _native_table(api, doc)
-    return (table, calls.define, calls.refer, _literal, _ROLES, _CHANGE_TYPES)
+    return (table, calls.native_state(), _literal, _ROLES, _CHANGE_TYPES)
 
 
 @functools.cache

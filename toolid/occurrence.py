@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-from typing import Final
+from typing import Any, Final
 
 from toolid import codec, jsonparse
 from toolid.apis import api_from_shape
@@ -70,6 +70,12 @@ class Taken:
                 return False
             self._ids = self._definitions()
         return client_id in self._ids
+
+    def known(self) -> frozenset[str] | None:
+        """The taken ids, when known without parsing the request (None: ask ``in``)."""
+        if self._ids is None and not self._may_define():
+            self._ids = frozenset()
+        return self._ids
 
     def _may_define(self) -> bool:
         """Whether the request may hold a definition at all: it spells a marker of a
@@ -141,6 +147,22 @@ class CallIds:
         self._calls[(call, key, raw)] = self._by_call[(call, raw)] = self._latest[raw] = client
         self._given.add(client)
         return client
+
+    def native_state(self) -> tuple[Any, ...]:
+        """What the native encoder reads and writes to answer ``define`` and ``refer`` as
+        they do, on this same state: (the three maps, the given set, ``taken`` (asked for
+        ``known()`` ids once per call of the encoder, when a call is first defined),
+        ``codec.encode``, the profile, ``define`` for the calls that need a tag)."""
+        return (
+            self._calls,
+            self._by_call,
+            self._latest,
+            self._given,
+            self.taken,
+            codec.encode,
+            self.profile,
+            self.define,
+        )
 
     def refer(self, call: Call, raw: str) -> str:
         """The client id a reference to ``raw`` gets: that of the call with this raw id and

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any, Final
 
-from toolid import codec
+from toolid import codec, native
 from toolid.body import Change
 
 _VERBS = {
@@ -49,6 +49,8 @@ def ordinal(number: int) -> str:
 
 def use_of(client_id: str) -> str | None:
     """``3rd use of functions.Glob:0`` for an occurrence-tagged client id, else None."""
+    if codec.TAG not in client_id:  # no tag: not worth decoding
+        return None
     raw, occurrence = codec.parse(client_id)
     return f"{ordinal(occurrence)} use of {show(raw)}" if occurrence > 1 else None
 
@@ -73,7 +75,10 @@ def as_record(change: Change) -> dict[str, Any]:
 
 def as_records(changes: Iterable[Change]) -> list[dict[str, Any]]:
     """``as_record`` of each change (a plain restore or encode, by far the most common, built
-    inline: a history restores a thousand ids per request)."""
+    inline, or natively: a history restores a thousand ids per request)."""
+    if native.extension is not None:
+        records: list[dict[str, Any]] = native.extension.records(changes, as_record)
+        return records
     tag = codec.TAG
     return [
         {"path": path, "raw": raw, "client": client, "action": action}

@@ -2,10 +2,10 @@
 
 ``EventFramer`` is fed bytes in arbitrary pieces and hands back each complete event (its
 bytes up to and including the blank line that ends it) as soon as that blank line has
-arrived. Like h11's receive buffer, it remembers how far it has searched, so a stream
-fed one byte at a time is still framed in linear time. ``feed_marked`` frames the same
-events, but only around the hits of a regex: the events between them come back in one
-piece, found by byte searches alone.
+arrived. Like h11's receive buffer, it searches the held bytes again only where a blank
+line may straddle their end, so a stream fed one byte at a time is still framed in linear
+time. ``feed_marked`` frames the same events, but only around the hits of a regex: the
+events between them come back in one piece, found by byte searches alone.
 
 ``data_lines`` reads the ``data:`` fields of one event, as offsets into the event bytes,
 so a caller can rewrite a field's value without touching anything around it.
@@ -29,8 +29,8 @@ class EventFramer:
     """Split a byte stream into SSE events, holding back only the incomplete tail."""
 
     def __init__(self) -> None:
-        self._buffer = bytearray()
-        self._searched = 0  # no boundary starts before this offset
+        self._buffer = bytearray()  # the start of an event: no blank line ends in it
+        self._searched = 0  # while framing: no boundary starts before this offset
         self._seen_cr = False  # until a CR shows up, a blank line can only be b"\n\n"
         self._ended_on_cr = False  # the last event ended with a CR and nothing is held
 
@@ -57,11 +57,11 @@ class EventFramer:
         self._seen_cr = self._seen_cr or b"\r" in data
         start = 0
         if self._buffer:
-            # Complete the held event first, searching on from where the last call stopped.
+            # Complete the held event first: a blank line may straddle its end.
+            self._searched = max(0, len(self._buffer) - _LONGEST_BOUNDARY + 1)
             self._buffer += data
             end = self._boundary_end(self._buffer)
             if end < 0:
-                self._searched = max(0, len(self._buffer) - _LONGEST_BOUNDARY + 1)
                 return pieces
             pieces.append((bytes(self._buffer[:end]), False))
             # The held bytes had no boundary, so the event ends inside ``data``.
@@ -74,8 +74,6 @@ class EventFramer:
             pieces.append((data[start:end], False))
             start = self._searched = end
         self._buffer += data[start:]
-        # A boundary may straddle the end: resume just before it next time.
-        self._searched = max(0, len(self._buffer) - _LONGEST_BOUNDARY + 1)
         self._ended_on_cr = bool(pieces) and not self._buffer and pieces[-1][0].endswith(b"\r")
         return pieces
 
@@ -108,25 +106,17 @@ class EventFramer:
         """The first ``size`` held bytes (fewer if fewer are held)."""
         return bytes(self._buffer[:size])
 
-    def extend(self, data: bytes) -> bytearray:
-        """Hold ``data`` after the held bytes, unframed, and return all the held bytes: for
-        a caller that frames them itself (LF line endings only) and then says how many it
-        took (``taken``); it must not change them."""
-        self._buffer += data
+    @property
+    def held(self) -> bytearray:
+        """The held bytes themselves, for a caller that frames the stream itself while every
+        line ending is an LF (``_native.sse_feed``): it may add bytes and drop what it
+        framed, leaving the start of an event, as ``feed`` leaves it."""
         return self._buffer
-
-    def taken(self, count: int) -> None:
-        """The caller of ``extend`` framed the first ``count`` held bytes: drop them; the
-        rest is the start of an event, held on as ``feed`` would hold it."""
-        del self._buffer[:count]
-        self._searched = max(0, len(self._buffer) - _LONGEST_BOUNDARY + 1)
-        self._ended_on_cr = False
 
     def take_tail(self) -> bytes:
         """Remove and return the held bytes (an incomplete event)."""
         tail = bytes(self._buffer)
         self._buffer.clear()
-        self._searched = 0
         self._ended_on_cr = False
         return tail
 

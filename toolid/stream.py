@@ -64,6 +64,7 @@ class StreamRewriter:
         self._skipping = False  # inside an oversized event: forward as it comes
         self._passthrough = False  # after something unexpected: forward everything as is
         self._native_encoder = self._encoder_for(api)
+        self._lane = False  # whether the next piece may go straight to the native framing
 
     def _encoder_for(self, api: Api | None) -> tuple[Any, ...] | None:
         """What ``sse_encode`` takes to encode this stream's events (None: the API is not
@@ -79,6 +80,30 @@ class StreamRewriter:
 
     def feed(self, data: bytes) -> bytes:
         """Take the next piece of the body; return the bytes that can be forwarded now."""
+        if self._lane:  # the common case, in as few steps as can be
+            out = self._frame_natively(data)
+            if out is not None:
+                return out
+        out = self._feed(data)
+        self._lane = self._lane_open()
+        return out
+
+    def _lane_open(self) -> bool:
+        """Whether ``feed`` may give the next piece to the native framing at once (without
+        ``_natively``'s checks, which hold from now on): encoding
+        natively, nothing to decompress, past the stream's start, no CR so far, not inside an
+        oversized event, not passing through."""
+        return (
+            self._native_encoder is not None
+            and native.extension is not None
+            and self._decoder is None
+            and not self._at_start
+            and not self._skipping
+            and not self._passthrough
+            and not self._framer.seen_cr
+        )
+
+    def _feed(self, data: bytes) -> bytes:
         if self._passthrough:
             return data
         try:
@@ -113,8 +138,8 @@ class StreamRewriter:
             # Whole events, none of which can hold an id: the common case, at byte-search cost.
             self._at_start = False
             return data
-        if self._natively(data):
-            return self._frame_natively(data)
+        if self._natively(data) and (framed := self._frame_natively(data)) is not None:
+            return framed
         # Encoding, an event in which the markers find nothing has nothing to change
         # (``body.may_change``): only the events around the hits are framed and looked at.
         # (Decoding, ``may_change`` looks for client ids, not markers: every event is.)
@@ -136,41 +161,39 @@ class StreamRewriter:
         return b"".join(out)
 
     def _natively(self, data: bytes) -> bool:
-        """Whether the native accelerator frames and encodes ``data``: encoding, the API
-        known, no BOM opening the stream (the Python path reads it), no oversized event
-        possible, every line ending so far an LF, and no more held than comes in (so each
-        byte is searched a bounded number of times, as ``EventFramer`` guarantees)."""
-        held = len(self._framer)
+        """Whether the native accelerator may frame and encode ``data``: encoding, the API
+        known, no BOM opening the stream (the Python path reads it), not inside an oversized
+        event, every line ending so far an LF (``_frame_natively`` checks the piece)."""
         return (
             self._native_encoder is not None
             and native.extension is not None
             and not (self._at_start and BOM.startswith((self._framer.head(3) + data)[:3]))
             and not self._skipping
-            and held <= len(data)
-            and held + len(data) <= self.max_event_bytes
             and not self._framer.seen_cr
-            and b"\r" not in data
         )
 
-    def _frame_natively(self, data: bytes) -> bytes:
-        """``_frame`` in native code (``sse_encode``; the same bytes out, the same changes):
+    def _frame_natively(self, data: bytes) -> bytes | None:
+        """``_frame`` in native code (``sse_feed``; the same bytes out, the same changes):
         whole events without a marker go out as they are, each event with one is encoded
-        (an event of one ``data:`` line there, any other by ``_event``)."""
+        (an event of one ``data:`` line there, any other by ``_event``). None: the piece is
+        the Python framing's (a CR in it, an event that may be oversized, or far more held
+        than it brings), and nothing was done."""
         assert native.extension is not None and self._native_encoder and self._markers
         self._at_start = False  # no BOM opens the stream: no event reads differently at its start
-        buffer = self._framer.extend(data)
-        recorded = len(self.changes)
         try:
-            out, rest = native.extension.sse_encode(
-                buffer, self._markers.words, self.changes, self._event, *self._native_encoder
+            out: bytes | None = native.extension.sse_feed(
+                self._framer.held,
+                data,
+                self.max_event_bytes,
+                self._markers.words,
+                self.changes,
+                self._event,
+                *self._native_encoder,
             )
-        except Exception as exc:
+        except Exception as exc:  # all of it is held, and no change recorded: out as it came
             logger.debug("toolid stream rewriter failed", exc_info=True)
-            del self.changes[recorded:]  # all of it goes out as it came: nothing was changed
-            return self._give_up(f"unexpected error ({exc!r})")  # the held bytes and data
-        self._framer.taken(rest)
-        out_bytes: bytes = out
-        return out_bytes
+            return self._give_up(f"unexpected error ({exc!r})")
+        return out
 
     def _unmarked(self, run: bytes) -> bytes:
         """Whole events without a marker: forwarded as they are; only their size can matter."""
@@ -246,4 +269,5 @@ class StreamRewriter:
         """Switch to pass-through; return the held bytes, which come before any later input."""
         self.problems.append(problem)
         self._passthrough = True
+        self._lane = False
         return self._framer.take_tail()
