@@ -13,6 +13,7 @@ every tool-call id annotated, see ``toolid.annotate``) and the commands ``toolid
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import logging
 import re
@@ -275,7 +276,7 @@ class ToolId:
         if content is None:
             return
         api = api_from_path(request.path)
-        policy = Policy(Direction.DECODE, self.profile, self._rules_for(flow))
+        policy = _policy(Direction.DECODE, self.profile, self._rules_for(flow))
         plan = self._rewrite_body(flow, request, content, api, policy)
         if api is not None and not self.observe and _streaming_requested(content, plan.document):
             request.headers["accept-encoding"] = "identity"
@@ -290,7 +291,7 @@ class ToolId:
     def _rewrite_response(self, flow: http.HTTPFlow, response: http.Response) -> None:
         content = self._json_body(flow, response, "response")
         if content is not None:
-            policy = Policy(Direction.ENCODE, self.profile)
+            policy = _policy(Direction.ENCODE, self.profile)
             calls = self._calls(flow, policy)
             self._rewrite_body(flow, response, content, _api_of(flow), policy, calls=calls)
 
@@ -356,7 +357,7 @@ class ToolId:
 
     def _start_stream(self, flow: http.HTTPFlow, response: http.Response) -> None:
         encoding = _header(response, b"content-encoding") or ""
-        policy = Policy(Direction.ENCODE, self.profile)
+        policy = _policy(Direction.ENCODE, self.profile)
         rewriter = StreamRewriter(
             _api_of(flow),
             policy,
@@ -367,7 +368,8 @@ class ToolId:
         observe = self.observe
         self._record(flow)["streamed"] = True
         if not observe:
-            response.headers.pop("content-length", None)
+            if _header(response, b"content-length") is not None:  # event streams seldom have one
+                response.headers.pop("content-length", None)
             if rewriter.decodes:
                 response.headers.pop("content-encoding", None)
         response.stream = self._stream_callable(flow, rewriter, observe)
@@ -390,9 +392,10 @@ class ToolId:
                 if len(rewriter.changes) >= DRAIN_EVERY or not data:
                     self._note(flow, "response", rewriter.changes)
                     rewriter.changes.clear()
-                for problem in rewriter.problems:
-                    self._problem(flow, problem)
-                rewriter.problems.clear()
+                if rewriter.problems:
+                    for problem in rewriter.problems:
+                        self._problem(flow, problem)
+                    rewriter.problems.clear()
             except Exception as exc:  # never let an exception reach mitmproxy's stream loop
                 self._problem(flow, f"stream rewriting failed: {exc!r}")
                 return data
@@ -517,6 +520,20 @@ def _streaming_requested(content: bytes, document: Any = None) -> bool:
     return False
 
 
+def _policy(
+    direction: Direction, profile: Profile, rule_set: rules.RuleSet | None = None
+) -> Policy:
+    """The flow's policy (frozen: those without rules are made once)."""
+    if rule_set is None:
+        return _plain_policy(direction, profile)
+    return Policy(direction, profile, rule_set)
+
+
+@functools.cache
+def _plain_policy(direction: Direction, profile: Profile) -> Policy:
+    return Policy(direction, profile)
+
+
 def _header(message: http.Message, name: bytes) -> str | None:
     """``message.headers.get(name)`` (``name`` in lower case), read off the header fields:
     mitmproxy's own lookup costs microseconds, and each flow asks a few times."""
@@ -546,9 +563,9 @@ def _is_json(content_type: str) -> bool:
 
 
 def _describe(flow: http.HTTPFlow) -> str:
-    """Method, host and path: never headers, query strings or bodies."""
+    """Method, upstream host and path: never headers, query strings or bodies."""
     request = flow.request
-    text = f"{request.method} {request.pretty_host}{request.path.split('?', 1)[0]}"
+    text = f"{request.method} {request.host}{request.path.split('?', 1)[0]}"
     return text.encode("utf-8", "backslashreplace").decode("utf-8")  # undecodable path bytes
 
 

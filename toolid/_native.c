@@ -29,11 +29,11 @@
  *   are sorted and change each member once. None: the parse does not vouch for the document,
  *   or a path is too long or too deep (the Python path decides).
  *
- * sse_feed(held, data, limit, markers, changes, fallback, table, calls, literal, roles, types)
+ * sse_feed(data, held, limit, markers, changes, table, calls, literal, roles, types, fallback)
  *        -> bytes | None
  *   stream.StreamRewriter's framing and encoding of the next piece of an SSE stream whose
- *   line endings are all LF: held (a bytearray) is the incomplete event held so far, data
- *   the piece. The events between hits of the markers (a tuple of words, found as
+ *   line endings are all LF: data is the piece, held (a bytearray) the incomplete event
+ *   held so far. The events between hits of the markers (a tuple of words, found as
  *   markers.Markers finds them) go out as they are; each event with a hit is encoded: one
  *   "data: " line here, its changes appended to changes; any other by fallback(event) ->
  *   bytes. Returns what goes out (data itself when all of it goes out as it came), and
@@ -627,6 +627,14 @@ static void pop(Path *p, Py_ssize_t size, int numbered) {
     if (numbered && p->numbered) Py_CLEAR(p->numbers[--p->count]);
 }
 
+/* A new tuple of atomic objects (ints, strs, bytes, and such tuples), which can never be
+ * part of a reference cycle: out of the garbage collector's sight, as the collector itself
+ * leaves such tuples once it meets them (the keys CallIds keeps, the changes). */
+static PyObject *untracked(PyObject *tuple) {
+    if (tuple && PyObject_GC_IsTracked(tuple)) PyObject_GC_UnTrack(tuple);
+    return tuple;
+}
+
 /* The call an id here belongs to: the root call and the numbers so far. */
 static PyObject *call_here(Path *p) {
     if (p->count == 0) return Py_NewRef(p->root);
@@ -636,7 +644,7 @@ static PyObject *call_here(Path *p) {
     for (Py_ssize_t i = 0; i < root; i++)
         PyTuple_SET_ITEM(call, i, Py_NewRef(PyTuple_GET_ITEM(p->root, i)));
     for (int i = 0; i < p->count; i++) PyTuple_SET_ITEM(call, root + i, Py_NewRef(p->numbers[i]));
-    return call;
+    return untracked(call);
 }
 
 /* A step of the tree's elements: (types, needs, bare, inside). */
@@ -887,18 +895,13 @@ static int found(Finder *f, int node, PyObject *key, PyObject *role, Py_ssize_t 
 /* Whether an element goes on, as admits() says for its pruned form. */
 static int admits_node(const Finder *f, int element, Step *step) {
     if (step->bare) return 1;
-    if (f->arena->nodes[element].kind != A_OBJ) return 0;
-    if (step->needs != Py_None) {
-        PyObject *iterator = PyObject_GetIter(step->needs), *name;
+    const Arena *a = f->arena;
+    if (a->nodes[element].kind != A_OBJ) return 0;
+    if (step->needs != Py_None) { /* any of the element's members among the needed names */
         int any = 0;
-        if (iterator == NULL) return -1;
-        while (!any && (name = PyIter_Next(iterator)) != NULL) {
-            any = member(f->arena, element, name) >= 0;
-            Py_DECREF(name);
-        }
-        Py_DECREF(iterator);
-        if (PyErr_Occurred()) return -1;
-        if (!any) return 0;
+        for (int child = a->nodes[element].first; !any && child >= 0; child = a->nodes[child].next)
+            any = PySet_Contains(step->needs, a->nodes[child].name);
+        if (any <= 0) return any;
     }
     if (step->types != Py_None) {
         int kind = member(f->arena, element, _type_key);
@@ -1083,7 +1086,7 @@ static PyObject *plain_encoding(const Calls *c, PyObject *raw) {
 
 /* CallIds.define(call, key, raw). */
 static PyObject *define_call(Calls *c, PyObject *call, PyObject *key, PyObject *raw) {
-    PyObject *triple = PyTuple_Pack(3, call, key, raw);
+    PyObject *triple = untracked(PyTuple_Pack(3, call, key, raw));
     if (triple == NULL) return NULL;
     PyObject *known = PyDict_GetItemWithError(c->calls, triple); /* borrowed */
     if (known != NULL || PyErr_Occurred()) {
@@ -1098,7 +1101,7 @@ static PyObject *define_call(Calls *c, PyObject *call, PyObject *key, PyObject *
     }
     if (clash == 0) clash = PySequence_Contains(c->known != Py_None ? c->known : c->taken, client);
     if (clash == 0) {
-        pair = PyTuple_Pack(2, call, raw);
+        pair = untracked(PyTuple_Pack(2, call, raw));
         if (pair == NULL || PyDict_SetItem(c->calls, triple, client) < 0 ||
             PyDict_SetItem(c->by_call, pair, client) < 0 ||
             PyDict_SetItem(c->latest, raw, client) < 0 || PySet_Add(c->given, client) < 0)
@@ -1154,8 +1157,12 @@ static PyObject *literal_of(const Rewrite *r, PyObject *client) {
 static PyObject *root_call(const Arena *a, PyObject *roots) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(roots); i++) {
         int number = member(a, 0, PyTuple_GET_ITEM(roots, i));
-        if (number >= 0 && a->nodes[number].kind == A_INT)
-            return Py_BuildValue("(L)", a->nodes[number].integer);
+        if (number >= 0 && a->nodes[number].kind == A_INT) {
+            PyObject *value = PyLong_FromLongLong(a->nodes[number].integer);
+            PyObject *call = value ? PyTuple_Pack(1, value) : NULL;
+            Py_XDECREF(value);
+            return untracked(call);
+        }
     }
     return PyTuple_New(0);
 }
@@ -1296,6 +1303,7 @@ static int rewrite_into(Rewrite *r, Scratch *s, const unsigned char *buffer, Py_
             PyTuple_SET_ITEM(change, 3, Py_NewRef(r->word));
             PyTuple_SET_ITEM(change, 4, Py_NewRef(_empty));
             PyTuple_SET_ITEM(change, 5, Py_NewRef(_empty));
+            untracked(change);
             path = NULL;
             if (PyList_Append(changes, change) < 0) changed = -1;
             Py_DECREF(change);
@@ -1625,14 +1633,14 @@ static PyObject *sse_feed(PyObject *module, PyObject *const *args, Py_ssize_t na
     Scratch scratch;
     Markers markers;
     Py_buffer view;
-    if (nargs != 11 || !PyByteArray_CheckExact(args[0]) || !PyBytes_CheckExact(args[1]) ||
+    if (nargs != 11 || !PyBytes_CheckExact(args[0]) || !PyByteArray_CheckExact(args[1]) ||
         !PyLong_Check(args[2]) || !PyList_Check(args[4])) {
         PyErr_SetString(PyExc_TypeError,
-                        "sse_feed(held: bytearray, data: bytes, limit, markers, changes, "
-                        "fallback, *encoder)");
+                        "sse_feed(data: bytes, held: bytearray, limit, markers, changes, "
+                        "*encoder, fallback)");
         return NULL;
     }
-    PyObject *held = args[0], *data = args[1], *changes = args[4], *fallback = args[5];
+    PyObject *data = args[0], *held = args[1], *changes = args[4], *fallback = args[10];
     Py_ssize_t limit = PyLong_AsSsize_t(args[2]);
     if (limit == -1 && PyErr_Occurred()) return NULL;
     Py_ssize_t kept = PyByteArray_GET_SIZE(held), size = PyBytes_GET_SIZE(data);
@@ -1649,7 +1657,7 @@ static PyObject *sse_feed(PyObject *module, PyObject *const *args, Py_ssize_t na
     Out out = {NULL, 0, 0};
     Py_INCREF(args[3]); /* markers points into these words */
     if ((kept && hold(held, PyBytes_AS_STRING(data), size) < 0) ||
-        !markers_from(&markers, args[3]) || !encoder_from(&r, args + 6) ||
+        !markers_from(&markers, args[3]) || !encoder_from(&r, args + 5) ||
         PyObject_GetBuffer(source, &view, PyBUF_SIMPLE) < 0)
         goto done;
     viewed = 1;
@@ -1793,7 +1801,7 @@ static PyMethodDef methods[] = {
      "encode(buffer, start, end, table, calls, literal, roles, types) -> "
      "(edits, changes) | None: see toolid/body.py."},
     {"sse_feed", (PyCFunction)(void (*)(void))sse_feed, METH_FASTCALL,
-     "sse_feed(held, data, limit, markers, changes, fallback, *encoder) -> bytes | None: see "
+     "sse_feed(data, held, limit, markers, changes, *encoder, fallback) -> bytes | None: see "
      "toolid/stream.py."},
     {"records", (PyCFunction)(void (*)(void))records, METH_FASTCALL,
      "records(changes, as_record) -> list: see toolid/report.py (as_records)."},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Final
 
@@ -26,7 +27,11 @@ _MESSAGES_EVENTS: Final = frozenset(
 
 def api_from_path(path: str) -> Api | None:
     """The API named by a request path (query string allowed), or None."""
-    path = path.split("?", 1)[0]
+    return _api_of_route(path.split("?", 1)[0])
+
+
+@functools.lru_cache(maxsize=1024)  # an agent calls a handful of routes, again and again
+def _api_of_route(path: str) -> Api | None:
     for pattern, api, veto in _PATH_RULES:
         if pattern.search(path) and not (veto and veto.search(path)):
             return api

@@ -87,7 +87,9 @@ class Taken:
         """Whether the request may spell a client id with escapes (then the byte search
         cannot prove an id absent). Searched once, when first asked."""
         if self._escapes is None:
-            self._escapes = _ASCII_ESCAPE.search(self._request) is not None
+            self._escapes = (
+                b"\\u00" in self._request and _ASCII_ESCAPE.search(self._request) is not None
+            )
         return self._escapes
 
     def _definitions(self) -> frozenset[str]:

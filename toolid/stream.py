@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+from collections.abc import Callable
 from itertools import accumulate
 from typing import Any
 
@@ -64,7 +65,9 @@ class StreamRewriter:
         self._skipping = False  # inside an oversized event: forward as it comes
         self._passthrough = False  # after something unexpected: forward everything as is
         self._native_encoder = self._encoder_for(api)
-        self._lane = False  # whether the next piece may go straight to the native framing
+        # While the next piece may go straight to the native framing: sse_feed and what it
+        # takes after the piece but the fallback (see _lane_open).
+        self._lane: tuple[Callable[..., bytes | None], tuple[Any, ...]] | None = None
 
     def _encoder_for(self, api: Api | None) -> tuple[Any, ...] | None:
         """What ``sse_encode`` takes to encode this stream's events (None: the API is not
@@ -80,27 +83,47 @@ class StreamRewriter:
 
     def feed(self, data: bytes) -> bytes:
         """Take the next piece of the body; return the bytes that can be forwarded now."""
-        if self._lane:  # the common case, in as few steps as can be
-            out = self._frame_natively(data)
+        lane = self._lane
+        if lane is not None:  # the common case, in one native call
+            try:
+                feed, arguments = lane
+                out: bytes | None = feed(data, *arguments, self._event)
+            except Exception as exc:  # all of it is held, no change recorded: out as it came
+                logger.debug("toolid stream rewriter failed", exc_info=True)
+                return self._give_up(f"unexpected error ({exc!r})")
             if out is not None:
                 return out
         out = self._feed(data)
         self._lane = self._lane_open()
         return out
 
-    def _lane_open(self) -> bool:
-        """Whether ``feed`` may give the next piece to the native framing at once (without
-        ``_natively``'s checks, which hold from now on): encoding
-        natively, nothing to decompress, past the stream's start, no CR so far, not inside an
-        oversized event, not passing through."""
+    def _lane_open(self) -> tuple[Callable[..., bytes | None], tuple[Any, ...]] | None:
+        """``sse_feed`` and what it takes after the piece (but ``_event``), when ``feed`` may
+        give the next piece to the native framing at once (``_natively``'s checks hold from
+        now on): encoding natively, nothing to decompress, past the stream's start, no CR so
+        far, not inside an oversized event, not passing through. Else None."""
+        if (
+            self._native_encoder is None
+            or native.extension is None
+            or self._decoder is not None
+            or self._at_start
+            or self._skipping
+            or self._passthrough
+            or self._framer.seen_cr
+        ):
+            return None
+        return native.extension.sse_feed, self._native_arguments()
+
+    def _native_arguments(self) -> tuple[Any, ...]:
+        """What ``sse_feed`` takes after the piece, but its fallback (``_event``: held here,
+        it would make the rewriter a reference cycle)."""
+        assert self._native_encoder is not None and self._markers is not None
         return (
-            self._native_encoder is not None
-            and native.extension is not None
-            and self._decoder is None
-            and not self._at_start
-            and not self._skipping
-            and not self._passthrough
-            and not self._framer.seen_cr
+            self._framer.held,
+            self.max_event_bytes,
+            self._markers.words,
+            self.changes,
+            *self._native_encoder,
         )
 
     def _feed(self, data: bytes) -> bytes:
@@ -178,17 +201,11 @@ class StreamRewriter:
         (an event of one ``data:`` line there, any other by ``_event``). None: the piece is
         the Python framing's (a CR in it, an event that may be oversized, or far more held
         than it brings), and nothing was done."""
-        assert native.extension is not None and self._native_encoder and self._markers
+        assert native.extension is not None
         self._at_start = False  # no BOM opens the stream: no event reads differently at its start
         try:
             out: bytes | None = native.extension.sse_feed(
-                self._framer.held,
-                data,
-                self.max_event_bytes,
-                self._markers.words,
-                self.changes,
-                self._event,
-                *self._native_encoder,
+                data, *self._native_arguments(), self._event
             )
         except Exception as exc:  # all of it is held, and no change recorded: out as it came
             logger.debug("toolid stream rewriter failed", exc_info=True)
@@ -269,5 +286,5 @@ class StreamRewriter:
         """Switch to pass-through; return the held bytes, which come before any later input."""
         self.problems.append(problem)
         self._passthrough = True
-        self._lane = False
+        self._lane = None
         return self._framer.take_tail()
