@@ -268,6 +268,50 @@ async def run_load(
     )
 
 
+async def run_alternating(
+    host: str,
+    ports: list[int],
+    request: bytes,
+    *,
+    duration: float,
+    warmup: int = 1,
+    min_requests: int = 0,
+) -> list[LoadResult]:
+    """One keep-alive connection to each of ``ports``, and ``request`` sent to them in turn,
+    one at a time (A, B, A, B, ...; each round starting one further), for ``duration``
+    seconds per port (and until each port had ``min_requests``): side by side, so that
+    whatever else the machine is doing weighs on them alike. One result per port."""
+    conns = [await Connection.open(host, port) for port in ports]
+    try:
+        for _ in range(warmup):
+            for conn in conns:
+                _check(await conn.request(request))
+        latencies: list[list[float]] = [[] for _ in conns]
+        body_bytes = [0] * len(conns)
+        clock = time.perf_counter
+        start = clock()
+        deadline = start + duration * len(conns)
+        turn = 0
+        while clock() < deadline or min(map(len, latencies)) < min_requests:
+            for k in range(len(conns)):
+                index = (turn + k) % len(conns)
+                t0 = clock()
+                response = await asyncio.wait_for(conns[index].request(request), 120)
+                latencies[index].append(clock() - t0)
+                if response.status != 200:
+                    _check(response)
+                body_bytes[index] += response.size
+            turn += 1
+        seconds = clock() - start
+    finally:
+        for conn in conns:
+            conn.close()
+    return [
+        LoadResult(len(times), seconds, times, size, 0)
+        for times, size in zip(latencies, body_bytes, strict=True)
+    ]
+
+
 async def fetch(host: str, port: int, request: bytes) -> Response:
     """One request on a fresh connection; the body is kept."""
     conn = await Connection.open(host, port)

@@ -3,6 +3,7 @@ reports sane numbers. Nothing here looks at speed (PASS/MISS is information, not
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import subprocess
@@ -12,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from bench import client, workloads
+from bench.proxy import Upstream
 from bench.run import expected_case_ids
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -152,3 +155,20 @@ def test_without_an_accelerator(flag: str, reported: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert reported in done.stdout
+
+
+def test_proxies_are_measured_side_by_side() -> None:
+    """``client.run_alternating``: one request to each target in turn, as many to each."""
+    upstream = Upstream()
+    try:
+        body = workloads.first_request("chat")
+        request = client.build_request("/v1/chat/completions?w=resp.chat", body)
+        ports = [upstream.port, upstream.port]
+        results = asyncio.run(
+            client.run_alternating("127.0.0.1", ports, request, duration=0.05, min_requests=3)
+        )
+    finally:
+        upstream.stop()
+    assert len(results) == 2
+    assert results[0].requests == results[1].requests >= 3
+    assert all(len(result.latencies) == result.requests for result in results)
