@@ -1628,9 +1628,15 @@ static int hold(PyObject *held, const char *b, Py_ssize_t n) {
  * each byte is searched a bounded number of times). */
 #define RESEARCHED (8 * 1024)
 
+/* The scratch of sse_feed, kept from one piece to the next (its memory stays allocated, and
+ * warm): a stream's pieces come one at a time; a call made while it is in use (by Python code
+ * that the fallback runs) has its own. */
+static Scratch kept_scratch;
+static int kept_scratch_busy;
+
 static PyObject *sse_feed(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     Rewrite r;
-    Scratch scratch;
+    Scratch own, *scratch = &own;
     Markers markers;
     Py_buffer view;
     if (nargs != 11 || !PyBytes_CheckExact(args[0]) || !PyByteArray_CheckExact(args[1]) ||
@@ -1652,7 +1658,9 @@ static PyObject *sse_feed(PyObject *module, PyObject *const *args, Py_ssize_t na
     PyObject *source = kept ? held : data, *result = NULL;
     Py_ssize_t recorded = PyList_GET_SIZE(changes), rest = -1;
     int viewed = 0;
-    memset(&scratch, 0, sizeof scratch);
+    if (kept_scratch_busy) memset(&own, 0, sizeof own);
+    else scratch = &kept_scratch;
+    kept_scratch_busy |= scratch == &kept_scratch;
     r.calls.known = NULL;
     Out out = {NULL, 0, 0};
     Py_INCREF(args[3]); /* markers points into these words */
@@ -1672,7 +1680,7 @@ static PyObject *sse_feed(PyObject *module, PyObject *const *args, Py_ssize_t na
     }
     out.bytes = PyBytes_FromStringAndSize(NULL, view.len + 64);
     if (out.bytes == NULL) goto done;
-    rest = frame_events(&r, &markers, &scratch, b, view.len, changes, fallback, &out);
+    rest = frame_events(&r, &markers, scratch, b, view.len, changes, fallback, &out);
     if (rest < 0) goto done;
     if (!out.altered && rest == view.len && source == data) {
         result = Py_NewRef(data); /* all of it, as it came: no copy */
@@ -1680,7 +1688,12 @@ static PyObject *sse_feed(PyObject *module, PyObject *const *args, Py_ssize_t na
         result = Py_NewRef(out.bytes);
     }
 done:
-    scratch_end(&scratch);
+    if (scratch == &kept_scratch) {
+        scratch_clear(scratch); /* the texts it holds; its room stays */
+        kept_scratch_busy = 0;
+    } else {
+        scratch_end(scratch);
+    }
     encoder_end(&r);
     Py_XDECREF(out.bytes);
     Py_DECREF(args[3]);
