@@ -281,9 +281,9 @@ def _encode_natively(document: bytes, api: Api, doc: Doc, calls: CallIds) -> Pla
 
 
 def native_encoder(api: Api, doc: Doc, calls: CallIds) -> tuple[Any, ...]:
-    """What the native encoders (``encode`` and ``sse_encode`` of ``toolid._native``) take
-    after their own arguments: the table, ``calls``' choices and the helpers ``plan`` uses,
-    so that they make the changes and edits ``plan`` makes."""
+    """What the native encoders (``encode`` and ``sse_feed`` of ``toolid._native``) take
+    after their own arguments: the table, ``calls``' state and the helpers ``plan`` uses, so
+    that they make the changes and edits ``plan`` makes."""
     table = _native_table(api, doc)
     return (table, calls.native_state(), _literal, _ROLES, _CHANGE_TYPES)
 

@@ -8,9 +8,12 @@ It is built with toolid when a C compiler is there (``setup.py``; ``scripts/prox
 - ``walk``: a parsed document, for the table's positions (``toolid.positions.find_ids``);
 - ``restore`` and ``encode``: the whole plan of a request's restore or of a response's or
   event's encode, fused with the walk (``toolid.body``; it calls back into Python for what
-  the codec and ``toolid.occurrence`` decide, so the rules live in one place);
-- ``sse_encode``: the framing and encoding of a piece of an event stream whose line endings
-  are LF (``toolid.stream``), handing any event it does not vouch for to the Python path;
+  the codec decides, and answers ``toolid.occurrence.CallIds`` on that object's own state,
+  calling ``CallIds.define`` whenever an occurrence tag is needed);
+- ``sse_feed``: the framing and encoding of the next piece of an event stream whose line
+  endings are LF (``toolid.stream``), handing any event it does not vouch for to the Python
+  path;
+- ``records``: change records as the addon stores them (``toolid.report.as_records``);
 - ``splice``: edits into a document (``toolid.body.apply``).
 
 Each gives exactly what the Python code gives, or None for anything it does not vouch for,

@@ -7,7 +7,7 @@ as soon as its blank line arrives; only an incomplete event is held, and never m
 follows the events that may hold ids: each piece is searched for the id markers first, and
 only the events around the hits are framed (``EventFramer.feed_marked``). With the native
 accelerator, while every line ending is an LF (as servers send), the search, the framing and
-the encoding of one-line events are native (``sse_encode``); any other event still goes
+the encoding of one-line events are native (``sse_feed``); any other event still goes
 through ``_event``, so what comes out is the same.
 
 It never raises from ``feed`` or ``finish``: an event that cannot be rewritten is
@@ -70,7 +70,7 @@ class StreamRewriter:
         self._lane: tuple[Callable[..., bytes | None], tuple[Any, ...]] | None = None
 
     def _encoder_for(self, api: Api | None) -> tuple[Any, ...] | None:
-        """What ``sse_encode`` takes to encode this stream's events (None: the API is not
+        """What ``sse_feed`` takes to encode this stream's events (None: the API is not
         known, or the ids are restored, not encoded)."""
         if api is None or not self._encodes:
             return None
