@@ -973,10 +973,11 @@ static int find(Finder *f, int node, PyObject *tree) {
     return done;
 }
 
-/* Find the ids in an arena (its root: node 0): 1, 0 (not ours) or -1 (an error). f holds no
- * finds (zeroed, or cleared); the room of earlier ones is reused. */
+/* Find the ids in an arena (its root: node 0): 1, 0 (not ours) or -1 (an error). f is zeroed
+ * or was used before: its earlier finds are forgotten, their room reused. */
 static int find_all(Finder *f, const Arena *a, const unsigned char *buffer, PyObject *tree,
                     PyObject *root, int numbered) {
+    finder_clear(f);
     path_start(&f->path, root, numbered);
     f->arena = a;
     f->buffer = buffer;
@@ -1208,6 +1209,7 @@ typedef struct {
 static void scratch_clear(Scratch *s) {
     for (Py_ssize_t i = 0; i < s->count; i++) Py_DECREF(s->splices[i].text);
     s->count = 0;
+    finder_clear(&s->finder);
 }
 
 static void scratch_end(Scratch *s) {
