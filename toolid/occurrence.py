@@ -61,15 +61,13 @@ class Taken:
     def __contains__(self, client_id: object) -> bool:
         if not isinstance(client_id, str):
             return False
-        if self._ids is None:
-            if not self._may_define():
-                self._ids = frozenset()
-                return False
+        ids = self.known()
+        if ids is None:
             literal = b'"' + client_id.encode() + b'"' if codec.has_shape(client_id) else b""
             if literal and literal not in self._request and not self._escaped():
                 return False
-            self._ids = self._definitions()
-        return client_id in self._ids
+            ids = self._ids = self._definitions()
+        return client_id in ids
 
     def known(self) -> frozenset[str] | None:
         """The taken ids, when known without parsing the request (None: ask ``in``)."""

@@ -103,15 +103,13 @@ class StreamRewriter:
         now on): encoding natively, nothing to decompress, past the stream's start, no CR so
         far, not inside an oversized event, not passing through. Else None."""
         if (
-            self._native_encoder is None
-            or native.extension is None
+            not self._native_ready()
             or self._decoder is not None
             or self._at_start
-            or self._skipping
             or self._passthrough
-            or self._framer.seen_cr
         ):
             return None
+        assert native.extension is not None
         return native.extension.sse_feed, self._native_arguments()
 
     def _native_arguments(self) -> tuple[Any, ...]:
@@ -187,10 +185,15 @@ class StreamRewriter:
         """Whether the native accelerator may frame and encode ``data``: encoding, the API
         known, no BOM opening the stream (the Python path reads it), not inside an oversized
         event, every line ending so far an LF (``_frame_natively`` checks the piece)."""
+        return self._native_ready() and not (
+            self._at_start and BOM.startswith((self._framer.head(3) + data)[:3])
+        )
+
+    def _native_ready(self) -> bool:
+        """Encoding natively, not inside an oversized event, every line ending so far an LF."""
         return (
             self._native_encoder is not None
             and native.extension is not None
-            and not (self._at_start and BOM.startswith((self._framer.head(3) + data)[:3]))
             and not self._skipping
             and not self._framer.seen_cr
         )
