@@ -25,6 +25,7 @@ from addons.toolid_addon import (
     ToolId,
     _header,
     _set_content,
+    _set_header,
 )
 from toolid import body as body_module
 from toolid import encode
@@ -635,6 +636,23 @@ def test_set_content_is_mitmproxys(fields):
     _set_content(ours, b'{"a": 1}')
     theirs.content = b'{"a": 1}'
     assert (ours.raw_content, ours.headers.fields) == (theirs.raw_content, theirs.headers.fields)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        [],
+        [(b"Accept-Encoding", b"gzip, br")],
+        [(b"x-a", b"1"), (b"accept-encoding", b"gzip"), (b"x", b"2"), (b"ACCEPT-ENCODING", b"br")],
+        [(b"x-a", b"1")],
+    ],
+)
+def test_set_header_is_mitmproxys(fields):
+    ours, theirs = tflow.treq(), tflow.treq()
+    ours.headers, theirs.headers = Headers(fields), Headers(fields)
+    _set_header(ours, b"accept-encoding", b"identity")
+    theirs.headers["accept-encoding"] = "identity"
+    assert ours.headers.fields == theirs.headers.fields
 
 
 # --- occurrence tags: an upstream that reuses ids ----------------------------------------------

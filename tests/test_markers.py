@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.test_jsonparse import stdlib_only
+from toolid import native
 from toolid.markers import Markers, alternatives
 
 
@@ -35,6 +37,42 @@ def test_a_stop_bounds_the_search(words: list[bytes], data: bytes) -> None:
     stop = len(data) // 2
     hit = re.compile(alternatives(words)).search(data, 0, stop)
     assert Markers(words).finder(data, stop)(0) == (-1 if hit is None else hit.start())
+
+
+# Long words too (the native search groups words by their common stem), and longer data.
+LONG_WORDS = st.lists(_bytes(b'ab"c', 1, 24), min_size=1, max_size=6)
+LONG_DATA = _bytes(b'ab"cd', 0, 600)
+
+
+@pytest.mark.skipif(not native.accelerated(), reason="the native accelerator is not built")
+@given(words=LONG_WORDS | WORDS, data=LONG_DATA | DATA, padding=st.integers(0, 40))
+def test_the_native_search_agrees_with_a_regex(
+    words: list[bytes], data: bytes, padding: int
+) -> None:
+    data = b"d" * padding + data
+    regex = re.compile(b"|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True)))
+    hit = regex.search(data)
+    assert native.extension.first_marker(data, tuple(words)) == (-1 if hit is None else hit.start())
+    assert Markers(words).in_(data) == (hit is not None)
+    with stdlib_only():
+        assert Markers(words).in_(data) == (hit is not None)
+    for end in range(max(0, len(data) - 40), len(data)):  # a hit in the last bytes
+        found = regex.search(data, 0, end)  # (a view: the bytes after end are there, unread)
+        assert native.extension.first_marker(memoryview(data)[:end], tuple(words)) == (
+            -1 if found is None else found.start()
+        )
+
+
+@pytest.mark.skipif(not native.accelerated(), reason="the native accelerator is not built")
+@pytest.mark.parametrize("size", range(1, 24))
+def test_the_native_search_reads_no_byte_past_the_end(size: int) -> None:
+    word = b'"' + b"w" * (size - 2) + b'"' if size > 1 else b"w"
+    for padding in range(40):
+        data = b"d" * padding + word
+        view = memoryview(data)
+        assert native.extension.first_marker(view, (word,)) == padding
+        assert native.extension.first_marker(view[:-1], (word,)) == -1  # the word's last byte
+        assert native.extension.first_marker(view[1:-1], (word,)) == -1  # is past the end
 
 
 def test_one_word_is_found_with_bytes_find_several_with_one_regex() -> None:

@@ -19,13 +19,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests import streams
 from tests.fuzz.strategies import INVALID_UTF8
 from tests.fuzz.test_fuzz_body import chaos_case
 from tests.test_jsonparse import stdlib_only
 from toolid import body, codec, jsonparse, native, prune, report
 from toolid.body import Direction, Edit, Policy
+from toolid.codec import Profile
 from toolid.occurrence import CallIds, Taken
 from toolid.positions import DEFINES, Api, Doc, find_ids
+from toolid.stream import StreamRewriter
 
 
 def _full(document: bytes) -> Any:
@@ -138,15 +141,22 @@ def _taken(ids: tuple[str, ...], lazy: bool) -> Taken:
 
 
 def assert_encodes_as_python(
-    document: bytes, api: Api, doc: Doc, taken: tuple[str, ...], lazy: bool = False
+    document: bytes,
+    api: Api,
+    doc: Doc,
+    taken: tuple[str, ...],
+    *,
+    lazy: bool = False,
+    references: bool = True,
 ) -> None:
     """The fused encode (``_native.encode``) gives the edits and changes that the walk and
     ``body._changes`` give, and leaves the call ids chosen alike (it answers ``CallIds`` on
-    its state, see ``CallIds.native_state``)."""
+    its state, see ``CallIds.native_state``); also when its ``CallIds`` keeps no maps for
+    references (``references=False``), against one that does."""
     pruned = prune.parse(document, prune.SCHEMAS[(api, doc)])
     if pruned is None:
         return
-    native_calls = CallIds("safe", _taken(taken, lazy))
+    native_calls = CallIds("safe", _taken(taken, lazy), references=references)
     python_calls = CallIds("safe", _taken(taken, lazy))
     try:
         fused = body._encode_natively(document, api, doc, native_calls)
@@ -157,8 +167,9 @@ def assert_encodes_as_python(
     assert fused is not None
     python = body._plan_at_spans(pruned, api, doc, Policy(Direction.ENCODE), python_calls)
     assert (fused.edits, fused.changes) == (python.edits, python.changes)
-    state = {k: v for k, v in vars(native_calls).items() if k != "taken"}
-    assert state == {k: v for k, v in vars(python_calls).items() if k != "taken"}
+    unkept = {"taken"} if references else {"taken", "_by_call", "_latest"}
+    state = {k: v for k, v in vars(native_calls).items() if k not in unkept}
+    assert state == {k: v for k, v in vars(python_calls).items() if k not in unkept}
 
 
 @settings(max_examples=300, deadline=None)
@@ -166,10 +177,24 @@ def assert_encodes_as_python(
     case=chaos_case(),
     history=st.lists(st.sampled_from(["tid1_a-3A1", "a", "call_0", "tid1_functions-2Ef-3A0"])),
     lazy=st.booleans(),
+    references=st.booleans(),
 )
-def test_the_fused_encode_is_the_python_one(case: Any, history: list[str], lazy: bool) -> None:
+def test_the_fused_encode_is_the_python_one(
+    case: Any, history: list[str], lazy: bool, references: bool
+) -> None:
     document, api, doc, _, _ = case
-    assert_encodes_as_python(document, api, doc, tuple(history), lazy)
+    assert_encodes_as_python(document, api, doc, tuple(history), lazy=lazy, references=references)
+
+
+_RAW_IDS = st.text(st.characters(codec=None, exclude_categories=())) | st.sampled_from(
+    ["", "tid1_x", "call_tid12_x", "call_", "call_x", "tid_", "tid1", "-", "\ud800", "日本"]
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(raw=_RAW_IDS, profile=st.sampled_from(["safe", "call"]))
+def test_encode_id_is_the_codec_one(raw: str, profile: Profile) -> None:
+    assert native.extension.encode_id(raw, profile) == codec.encode(raw, profile)
 
 
 def test_the_fused_encode_tags_reused_ids_as_python_does() -> None:
@@ -184,7 +209,7 @@ def test_the_fused_encode_tags_reused_ids_as_python_does() -> None:
     ).encode()
     taken = ("tid1_functions-2Ef-3A0",)
     for lazy in (False, True):
-        assert_encodes_as_python(document, Api.CHAT, Doc.RESPONSE, taken, lazy)
+        assert_encodes_as_python(document, Api.CHAT, Doc.RESPONSE, taken, lazy=lazy)
         native_calls = CallIds("safe", _taken(taken, lazy))
         plan = body._encode_natively(document, Api.CHAT, Doc.RESPONSE, native_calls)
         assert plan is not None
@@ -312,6 +337,29 @@ def test_splice_is_apply(document: bytes, data: st.DataObject) -> None:
     spliced = body.apply(document, edits)
     with stdlib_only():
         assert body.apply(document, edits) == spliced
+
+
+@pytest.mark.parametrize("api", list(Api))
+def test_sse_feed_finds_the_markers_wherever_they_fall(api: Api) -> None:
+    """The marker search looks at 16 starts at a time: a marker at any offset from the start
+    of a piece, and a piece ending anywhere in or after one, frames as the Python path does."""
+    stream = streams.render(streams.events_for(api, "functions.f:0"))
+    if api is Api.RESPONSES:  # and a marker that ends its event (the event type, last)
+        stream += b'data: {"item_id":"fc:1","delta":"","type":"response.mcp_call.failed"}\n\n'
+    for padding in range(34):
+        source = b": " + b"x" * padding + b"\n\n" + stream
+        for cut in [len(source), *range(len(source) - 48, len(source))]:
+            pieces = [source[:cut], source[cut:]]
+            native_out = _fed(api, pieces)
+            with stdlib_only():
+                assert _fed(api, pieces) == native_out
+
+
+def _fed(api: Api, pieces: list[bytes]) -> list[bytes]:
+    rewriter = StreamRewriter(api, Policy(Direction.ENCODE))
+    first = rewriter.feed(b": the first piece, past the stream's start\n\n")
+    assert rewriter._lane is not None or native.extension is None  # the rest: sse_feed
+    return [first, *(rewriter.feed(piece) for piece in pieces), rewriter.finish()]
 
 
 def test_splice_refuses_edits_out_of_order() -> None:

@@ -203,6 +203,32 @@ def test_references_in_a_response_follow_their_call() -> None:
     assert content[0]["id"] == content[1]["tool_use_id"] == "tid1_srvtoolu_0-_2"
 
 
+_STEPS = st.lists(
+    st.tuples(
+        st.booleans(),  # define (else refer)
+        st.tuples(st.integers(0, 2)),  # the call's number
+        st.sampled_from(["id", "call_id"]),
+        st.sampled_from(["a", "functions.f:0", "tid1_a"]),
+    ),
+    max_size=12,
+)
+
+
+@given(steps=_STEPS, taken=st.lists(st.sampled_from(["a", "tid1_a-_2", "tid1_tid1_a"])))
+def test_refer_answers_alike_whether_its_maps_are_kept_or_not(
+    steps: list[tuple[bool, tuple[int], str, str]], taken: list[str]
+) -> None:
+    """A ``CallIds`` for a document without references keeps no maps for ``refer``: asked
+    anyway, it gives what one that keeps them gives."""
+    kept = CallIds("safe", Taken.of(taken))
+    unkept = CallIds("safe", Taken.of(taken), references=False)
+    for define, call, key, raw in steps:
+        if define:
+            assert unkept.define(call, key, raw) == kept.define(call, key, raw)
+        else:
+            assert unkept.refer(call, raw) == kept.refer(call, raw)
+
+
 def test_history_with_tagged_ids_skips_taken_tags() -> None:
     """Tags already in the history (1st and 3rd: the 2nd was edited away) are skipped."""
     calls = CallIds("safe", Taken(dumps(chat_history(GLOB_1, GLOB_3)), Api.CHAT))

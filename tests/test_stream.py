@@ -18,9 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import streams
-from toolid import body, codec, native
+from toolid import body, native
 from toolid.body import Direction, Policy, RewriteError
 from toolid.codec import encode
+from toolid.occurrence import Taken
 from toolid.positions import Api, Doc
 from toolid.stream import StreamRewriter
 
@@ -745,7 +746,7 @@ def _boom(*args: object, **kwargs: object) -> body.Plan:
 
 def test_unexpected_error_switches_to_pass_through(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(body, "plan", _boom)
-    monkeypatch.setattr(codec, "encode", _boom)  # the native path's way in
+    monkeypatch.setattr(Taken, "known", _boom)  # asked by every first definition, both paths
     first, second = chat_tool_event(KIMI), chat_tool_event("get_time:1")
     rewriter = StreamRewriter(Api.CHAT, ENCODE)
     assert rewriter.feed(first) == first
@@ -759,7 +760,7 @@ def test_unexpected_error_switches_to_pass_through(monkeypatch: pytest.MonkeyPat
 
 def test_unexpected_error_loses_no_byte(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(body, "plan", _boom)
-    monkeypatch.setattr(codec, "encode", _boom)
+    monkeypatch.setattr(Taken, "known", _boom)
     source = chat_tool_event(KIMI) + chat_tool_event("get_time:1")[:25]
     out, rewriter = run([source], Api.CHAT)
     assert len(rewriter.problems) == 1
@@ -784,7 +785,7 @@ def test_unexpected_error_in_the_native_framing_unrecords_its_changes(
 
 def test_unexpected_error_keeps_the_byte_order(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(body, "plan", _boom)
-    monkeypatch.setattr(codec, "encode", _boom)
+    monkeypatch.setattr(Taken, "known", _boom)
     source = chat_tool_event(KIMI) + chat_tool_event("get_time:1")[:25]
     out, rewriter = run([source], Api.CHAT)
     assert len(rewriter.problems) == 1

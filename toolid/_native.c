@@ -42,6 +42,14 @@
  *   Python framing's). On an error, held has the held bytes and data, and changes is as it
  *   was.
  *
+ * encode_id(raw: str, profile: str) -> str
+ *   codec.encode(raw, profile) (no occurrence tag): what define and refer give a call whose
+ *   plain client id is free.
+ *
+ * first_marker(data, words) -> int
+ *   Where the first of the words (a tuple of 1 to 64 non-empty bytes) starts in data, or -1
+ *   (markers.Markers.in_).
+ *
  * records(changes, as_record) -> list
  *   report.as_records: each change as its record, built here when it is a plain restore or
  *   encode (no rule set, no occurrence tag, not mapped), else by as_record(change).
@@ -997,12 +1005,13 @@ static PyObject *path_of(const Finder *f, const Find *find) {
  * CallIds answers them, on the same dicts and set, while no occurrence tag is needed; a call
  * that needs one goes to CallIds.define itself. */
 typedef struct {
-    PyObject *calls, *by_call, *latest; /* dicts: (call, key, raw), (call, raw), raw -> client */
+    PyObject *calls, *by_call, *latest; /* dicts: (call, key, raw), (call, raw), raw -> client
+                                         * (refer's two: None when not kept) */
     PyObject *given;                     /* a set: the client ids given */
     PyObject *taken;                     /* the Taken: the client ids taken */
     PyObject *known;                     /* taken.known(), once asked (None: ask taken) */
-    PyObject *encode, *profile;          /* codec.encode and the profile */
-    PyObject *define;                    /* CallIds.define */
+    int call_profile;                    /* the profile: "call" (1) or "safe" (0) */
+    PyObject *define, *refer;            /* CallIds.define and CallIds.refer */
 } Calls;
 
 /* What a rewrite reads: the table, body's callbacks and the names it uses. */
@@ -1046,13 +1055,16 @@ static int names_from(Rewrite *r, PyObject *roles, PyObject *types, PyObject *wo
     return 1;
 }
 
-/* state = (calls, by_call, latest, given, taken, encode, profile, define). */
+/* state = (calls, by_call, latest, given, taken, profile, define, refer). */
 static int calls_from(Calls *c, PyObject *state) {
+    int kept = PyTuple_Check(state) && PyTuple_GET_SIZE(state) == 8 &&
+               PyDict_CheckExact(PyTuple_GET_ITEM(state, 1));
     if (!PyTuple_Check(state) || PyTuple_GET_SIZE(state) != 8 ||
         !PyDict_CheckExact(PyTuple_GET_ITEM(state, 0)) ||
-        !PyDict_CheckExact(PyTuple_GET_ITEM(state, 1)) ||
-        !PyDict_CheckExact(PyTuple_GET_ITEM(state, 2)) ||
-        !PySet_CheckExact(PyTuple_GET_ITEM(state, 3))) {
+        !(kept ? PyDict_CheckExact(PyTuple_GET_ITEM(state, 2))
+               : PyTuple_GET_ITEM(state, 1) == Py_None && PyTuple_GET_ITEM(state, 2) == Py_None) ||
+        !PySet_CheckExact(PyTuple_GET_ITEM(state, 3)) ||
+        !PyUnicode_Check(PyTuple_GET_ITEM(state, 5))) {
         PyErr_SetString(PyExc_TypeError, "calls: CallIds.native_state()");
         return 0;
     }
@@ -1061,9 +1073,9 @@ static int calls_from(Calls *c, PyObject *state) {
     c->latest = PyTuple_GET_ITEM(state, 2);
     c->given = PyTuple_GET_ITEM(state, 3);
     c->taken = PyTuple_GET_ITEM(state, 4);
-    c->encode = PyTuple_GET_ITEM(state, 5);
-    c->profile = PyTuple_GET_ITEM(state, 6);
-    c->define = PyTuple_GET_ITEM(state, 7);
+    c->call_profile = PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(state, 5), "call") == 0;
+    c->define = PyTuple_GET_ITEM(state, 6);
+    c->refer = PyTuple_GET_ITEM(state, 7);
     c->known = NULL;
     return 1;
 }
@@ -1079,10 +1091,68 @@ static int encoder_from(Rewrite *r, PyObject *const *kit) {
 /* What an encoder holds after its call. */
 static void encoder_end(Rewrite *r) { Py_CLEAR(r->calls.known); }
 
+/* Whether b[:n] starts with tid<digits>_ (codec._RESERVED without its "call_"). */
+static int reserved_at(const unsigned char *b, Py_ssize_t n) {
+    if (n < 5 || memcmp(b, "tid", 3) != 0 || !(b[3] >= '0' && b[3] <= '9')) return 0;
+    Py_ssize_t i = 4;
+    while (i < n && b[i] >= '0' && b[i] <= '9') i++;
+    return i < n && b[i] == '_';
+}
+
+static int payload_byte(unsigned char c) { /* spelled as itself in a payload: [A-Za-z0-9_] */
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* codec.encode(raw, profile): raw itself when a client of the profile accepts it and it is not
+ * spelled like an encoded id, else the profile's prefix and raw's UTF-8 bytes (surrogatepass)
+ * with every byte but [A-Za-z0-9_] as -XX. */
+static PyObject *plain_encode(PyObject *raw, int call_profile) {
+    PyObject *encoded = NULL;
+    const unsigned char *b;
+    Py_ssize_t n;
+    if (PyUnicode_IS_ASCII(raw)) {
+        b = PyUnicode_DATA(raw);
+        n = PyUnicode_GET_LENGTH(raw);
+    } else {
+        encoded = PyUnicode_AsEncodedString(raw, "utf-8", "surrogatepass");
+        if (encoded == NULL) return NULL;
+        b = (const unsigned char *)PyBytes_AS_STRING(encoded);
+        n = PyBytes_GET_SIZE(encoded);
+    }
+    const char *prefix = call_profile ? "call_tid1_" : "tid1_";
+    Py_ssize_t head = call_profile ? 5 : 0; /* "call_", which the call profile's shape needs */
+    int passes = n > head && (!call_profile || memcmp(b, "call_", 5) == 0);
+    for (Py_ssize_t i = head; passes && i < n; i++) passes = payload_byte(b[i]) || b[i] == '-';
+    if (passes && !reserved_at(b, n) && !(n >= 5 && memcmp(b, "call_", 5) == 0 &&
+                                          reserved_at(b + 5, n - 5))) {
+        Py_XDECREF(encoded);
+        return Py_NewRef(raw);
+    }
+    Py_ssize_t size = (Py_ssize_t)strlen(prefix);
+    for (Py_ssize_t i = 0; i < n; i++) size += payload_byte(b[i]) ? 1 : 3;
+    PyObject *client = PyUnicode_New(size, 127);
+    if (client != NULL) {
+        static const char hex[] = "0123456789ABCDEF";
+        unsigned char *out = PyUnicode_DATA(client);
+        size_t at = strlen(prefix);
+        memcpy(out, prefix, at);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (payload_byte(b[i])) {
+                out[at++] = b[i];
+            } else {
+                out[at++] = '-';
+                out[at++] = hex[b[i] >> 4];
+                out[at++] = hex[b[i] & 15];
+            }
+        }
+    }
+    Py_XDECREF(encoded);
+    return client;
+}
+
 /* The plain encoding of raw: codec.encode(raw, profile). */
 static PyObject *plain_encoding(const Calls *c, PyObject *raw) {
-    PyObject *args[] = {raw, c->profile};
-    return PyObject_Vectorcall(c->encode, args, 2, NULL);
+    return plain_encode(raw, c->call_profile);
 }
 
 /* CallIds.define(call, key, raw). */
@@ -1102,10 +1172,12 @@ static PyObject *define_call(Calls *c, PyObject *call, PyObject *key, PyObject *
     }
     if (clash == 0) clash = PySequence_Contains(c->known != Py_None ? c->known : c->taken, client);
     if (clash == 0) {
-        pair = untracked(PyTuple_Pack(2, call, raw));
-        if (pair == NULL || PyDict_SetItem(c->calls, triple, client) < 0 ||
-            PyDict_SetItem(c->by_call, pair, client) < 0 ||
-            PyDict_SetItem(c->latest, raw, client) < 0 || PySet_Add(c->given, client) < 0)
+        int kept = c->by_call != Py_None; /* refer's maps */
+        pair = kept ? untracked(PyTuple_Pack(2, call, raw)) : NULL;
+        if ((kept && pair == NULL) || PyDict_SetItem(c->calls, triple, client) < 0 ||
+            (kept && (PyDict_SetItem(c->by_call, pair, client) < 0 ||
+                      PyDict_SetItem(c->latest, raw, client) < 0)) ||
+            PySet_Add(c->given, client) < 0)
             Py_CLEAR(client);
     } else { /* an occurrence tag (or an error): CallIds.define decides */
         Py_CLEAR(client);
@@ -1121,6 +1193,10 @@ static PyObject *define_call(Calls *c, PyObject *call, PyObject *key, PyObject *
 
 /* CallIds.refer(call, raw). */
 static PyObject *refer_call(const Calls *c, PyObject *call, PyObject *raw) {
+    if (c->by_call == Py_None) { /* its maps are not kept: CallIds.refer works it out */
+        PyObject *args[] = {call, raw};
+        return PyObject_Vectorcall(c->refer, args, 2, NULL);
+    }
     PyObject *pair = PyTuple_Pack(2, call, raw);
     if (pair == NULL) return NULL;
     PyObject *known = PyDict_GetItemWithError(c->by_call, pair); /* borrowed */
@@ -1512,14 +1588,14 @@ typedef struct {
     int count, groups;
 } Markers;
 
+/* Where word[:size] first starts in hay[:n], or NULL (glibc's memmem scans at memory speed). */
 static const unsigned char *find_word(const unsigned char *hay, Py_ssize_t n,
                                       const unsigned char *word, Py_ssize_t size) {
+    if (n < size) return NULL;
 #if defined(_WIN32)
-    const unsigned char *end = hay + n - size + 1;
-    while (hay < end && (hay = memchr(hay, word[0], end - hay)) != NULL) {
+    for (const unsigned char *end = hay + n - size + 1;
+         hay < end && (hay = memchr(hay, word[0], end - hay)) != NULL; hay++)
         if (memcmp(hay, word, size) == 0) return hay;
-        hay++;
-    }
     return NULL;
 #else
     return memmem(hay, n, word, size);
@@ -1716,6 +1792,22 @@ done:
     return result;
 }
 
+/* --- first_marker: where a word of the markers first starts -------------------------------- */
+
+static PyObject *first_marker(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    Markers markers;
+    Py_buffer view;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "first_marker(data, words)");
+        return NULL;
+    }
+    if (!markers_from(&markers, args[1]) || PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Py_ssize_t hit = first_hit(&markers, view.buf, view.len, 0);
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(hit);
+}
+
 /* --- records: changes as the records stored in flows ---------------------------------------- */
 
 static PyObject *_record_keys[4], *_mapped, *_tag; /* interned */
@@ -1752,6 +1844,16 @@ static PyObject *records(PyObject *module, PyObject *const *args, Py_ssize_t nar
     }
     Py_DECREF(changes);
     return result;
+}
+
+/* --- encode_id: codec.encode of one id ------------------------------------------------------ */
+
+static PyObject *encode_id(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "encode_id(raw: str, profile: str)");
+        return NULL;
+    }
+    return plain_encode(args[0], PyUnicode_CompareWithASCIIString(args[1], "call") == 0);
 }
 
 /* --- splice: edits into a document ----------------------------------------------------- */
@@ -1818,8 +1920,12 @@ static PyMethodDef methods[] = {
     {"sse_feed", (PyCFunction)(void (*)(void))sse_feed, METH_FASTCALL,
      "sse_feed(data, held, limit, markers, changes, *encoder, fallback) -> bytes | None: see "
      "toolid/stream.py."},
+    {"first_marker", (PyCFunction)(void (*)(void))first_marker, METH_FASTCALL,
+     "first_marker(data, words) -> int: see toolid/markers.py."},
     {"records", (PyCFunction)(void (*)(void))records, METH_FASTCALL,
      "records(changes, as_record) -> list: see toolid/report.py (as_records)."},
+    {"encode_id", (PyCFunction)(void (*)(void))encode_id, METH_FASTCALL,
+     "codec.encode(raw, profile): the plain client id of one raw id."},
     {"splice", (PyCFunction)(void (*)(void))splice, METH_FASTCALL,
      "splice(document, edits) -> bytes: see toolid/body.py (apply)."},
     {NULL, NULL, 0, NULL},

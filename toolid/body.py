@@ -43,6 +43,7 @@ from toolid.positions import (
     Doc,
     Found,
     find_ids,
+    has_references,
     numbered,
     path_order,
     positions,
@@ -206,7 +207,10 @@ def plan(
     document: bytes, api: Api | None, doc: Doc, policy: Policy, calls: CallIds | None = None
 ) -> Plan:
     """Work out the edits that rewrite the ids of ``document`` (see module docstring)."""
-    calls = (calls or CallIds(policy.profile)) if policy.direction is Direction.ENCODE else None
+    if policy.direction is Direction.ENCODE:
+        calls = calls or CallIds(policy.profile, references=has_references(api, doc))
+    else:
+        calls = None
     if api is not None and calls is not None and native.extension is not None:
         # Natively, reading a document costs what scanning it for ids to change costs
         # (``may_change``): only the markers are looked for first.

@@ -1,16 +1,20 @@
 """Marker strings: byte strings of which any document with an id position spells one.
 
 Finding them is the first, cheapest check on every body and every streamed chunk, so they
-are found with the fastest means Python has. A single word is looked for with ``bytes.find``,
-whose search skips ahead by up to the word's length and runs several times faster than a
-regex (which steps through every byte); several words with one regex, their alternatives
-factored into a trie (measured on the Messages markers: one regex beats a search per word).
+are found with the fastest means there is. Natively, every word in one call, each with the C
+library's memmem (several times faster than ``bytes.find`` on large bodies). Without the
+accelerator, a single word is looked for with ``bytes.find``, whose search skips ahead by up
+to the word's length and runs several times faster than a regex (which steps through every
+byte); several words with one regex, their alternatives factored into a trie (measured on the
+Messages markers: one regex beats a search per word).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+
+from toolid import native
 
 
 class Markers:
@@ -25,7 +29,10 @@ class Markers:
         self._regex = re.compile(alternatives(self.words)) if len(self.words) > 1 else None
 
     def in_(self, data: bytes) -> bool:
-        """Whether ``data`` spells any of the words."""
+        """Whether ``data`` spells any of the words (natively in one pass, when built)."""
+        if native.extension is not None and len(self.words) <= native.MAX_MARKERS:
+            found: int = native.extension.first_marker(data, self.words)
+            return found >= 0
         if self._regex is None:
             return self.words[0] in data
         return self._regex.search(data) is not None

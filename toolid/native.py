@@ -13,6 +13,10 @@ It is built with toolid when a C compiler is there (``setup.py``; ``scripts/prox
 - ``sse_feed``: the framing and encoding of the next piece of an event stream whose line
   endings are LF (``toolid.stream``), handing any event it does not vouch for to the Python
   path;
+- ``first_marker``: where the first of a set of marker words starts
+  (``toolid.markers.Markers.in_``);
+- ``encode_id``: the plain client id of one raw id (``toolid.codec.encode``, which stays the
+  standard-library reference);
 - ``records``: change records as the addon stores them (``toolid.report.as_records``);
 - ``splice``: edits into a document (``toolid.body.apply``).
 
@@ -40,6 +44,8 @@ def _load() -> ModuleType | None:
 
 
 extension = _load()
+
+MAX_MARKERS = 64  # the most marker words one native search takes
 
 
 def accelerated() -> bool:

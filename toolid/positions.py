@@ -230,6 +230,10 @@ _COMPILED: Final[dict[tuple[Api, Doc], tuple[Position, ...]]] = {
     for doc, entries in docs.items()
 }
 
+_REFERRING: Final[dict[tuple[Api, Doc], bool]] = {
+    key: any(p.role is REFERS for p in entries) for key, entries in _COMPILED.items()
+}
+
 #: Every member name that can hold an id, in any API.
 ID_KEYS: Final[frozenset[str]] = frozenset(p.key for ps in _COMPILED.values() for p in ps)
 
@@ -242,6 +246,12 @@ def spelled_markers(entries: Iterable[Position]) -> list[bytes]:
 def positions(api: Api, doc: Doc) -> tuple[Position, ...]:
     """The compiled positions for one API and kind of document."""
     return _COMPILED[(api, doc)]
+
+
+def has_references(api: Api | None, doc: Doc) -> bool:
+    """Whether a document of this kind may refer to a call (a position ``REFERS``); any
+    document may when its API is not known."""
+    return api is None or _REFERRING[(api, doc)]
 
 
 type Call = tuple[int, ...]  # the number of the tool call an id belongs to (see module doc)

@@ -26,7 +26,7 @@ from typing import Any
 from toolid import body, decompress, native
 from toolid.body import Change, Direction, Edit, Policy, RewriteError
 from toolid.occurrence import CallIds
-from toolid.positions import Api, Doc
+from toolid.positions import Api, Doc, has_references
 from toolid.sse import BOM, EventFramer, data_lines
 
 DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
@@ -55,7 +55,7 @@ class StreamRewriter:
         self._markers = body.id_markers(api, Doc.EVENT)
         self.policy = policy
         self._encodes = policy.direction is Direction.ENCODE  # ids made safe, not restored
-        self.calls = calls or CallIds(policy.profile)
+        self.calls = calls or CallIds(policy.profile, references=has_references(api, Doc.EVENT))
         self.max_event_bytes = max_event_bytes
         self.changes: list[Change] = []
         self.problems: list[str] = []
