@@ -37,7 +37,7 @@ from toolid.body import Change, Direction, Policy, RewriteError
 from toolid.codec import Profile
 from toolid.occurrence import NOTHING_TAKEN, CallIds, Taken
 from toolid.positions import Api, Doc, has_references
-from toolid.stream import DEFAULT_MAX_EVENT_BYTES, StreamRewriter
+from toolid.stream import DEFAULT_MAX_EVENT_BYTES, StreamRewriter, stream_function
 
 logger = logging.getLogger(__name__)
 
@@ -380,40 +380,24 @@ class ToolId:
     def _stream_callable(
         self, flow: http.HTTPFlow, rewriter: StreamRewriter, observe: bool
     ) -> Callable[[bytes], bytes | Iterable[bytes]]:
-        current: StreamRewriter | None = rewriter
+        # The callbacks take the rewriter as an argument: the function drops it at the end.
+        def report(rewriter: StreamRewriter, end: bool) -> None:
+            # Drain what the rewriter reported, in batches (the UI shows a flow again at its
+            # end anyway) and at the end: the flow's records are capped, so an endless stream
+            # holds no growing list here either.
+            if end or len(rewriter.changes) >= DRAIN_EVERY:
+                self._note(flow, "response", rewriter.changes)
+                rewriter.changes.clear()
+            for problem in rewriter.problems:
+                self._problem(flow, problem)
+            rewriter.problems.clear()
 
-        def rewrite_chunk(data: bytes) -> bytes | Iterable[bytes]:
-            nonlocal current
-            rewriter = current
-            if rewriter is None:  # called again after the end
-                return data
-            try:
-                out = rewriter.feed(data) if data else rewriter.finish()
-                # Drain what the rewriter reported, in batches (the UI shows a flow again at
-                # its end anyway) and at the end: the flow's records are capped, so an
-                # endless stream holds no growing list here either.
-                if len(rewriter.changes) >= DRAIN_EVERY or not data:
-                    self._note(flow, "response", rewriter.changes)
-                    rewriter.changes.clear()
-                if rewriter.problems:
-                    for problem in rewriter.problems:
-                        self._problem(flow, problem)
-                    rewriter.problems.clear()
-            except Exception as exc:  # never let an exception reach mitmproxy's stream loop
-                self._problem(flow, f"stream rewriting failed: {exc!r}")
-                return data
-            finally:
-                if not data:
-                    # Let go of the rewriter (its calls' ids, its buffers) at the end. The
-                    # flow holds this function, and mitmproxy's flows are freed by the cyclic
-                    # garbage collector: what they hold keeps it busy until then.
-                    current = None
-            if observe:
-                return data
-            # An empty chunk mid-stream would end an HTTP/1 chunked body: hold with [].
-            return out if (out or not data) else []
+        def on_error(exc: Exception) -> None:  # never let an exception reach mitmproxy's loop
+            self._problem(flow, f"stream rewriting failed: {exc!r}")
 
-        return rewrite_chunk
+        return stream_function(
+            rewriter, report, on_error, drain_every=DRAIN_EVERY, forward_input=observe
+        )
 
     # --- scope and bookkeeping ---------------------------------------------------------------
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import json
 import logging
 import re
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import pytest
 from mitmproxy import exceptions
@@ -16,6 +18,7 @@ from mitmproxy.addons import next_layer
 from mitmproxy.http import Headers
 from mitmproxy.test import taddons, tflow
 
+from addons import toolid_addon
 from addons.toolid_addon import (
     DRAIN_EVERY,
     LOG_EVERY,
@@ -27,8 +30,9 @@ from addons.toolid_addon import (
     _set_content,
     _set_header,
 )
+from tests.test_jsonparse import stdlib_only
 from toolid import body as body_module
-from toolid import encode
+from toolid import encode, native
 from toolid.stream import StreamRewriter
 
 RAW = "functions.get_weather:0"
@@ -484,16 +488,46 @@ def test_observe_mode_stream_passes_bytes_unchanged(addon):
     assert flow.response.headers["content-length"] == "1234"
 
 
-def test_stream_exception_falls_back_to_pass_through(addon, caplog):
+@pytest.fixture(params=["native", "python"])
+def either_path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The stream function with the native accelerator (``_native.Feeder``) and without."""
+    if request.param == "native" and not native.accelerated():
+        pytest.skip("the native accelerator is not built")
+    with contextlib.ExitStack() as stack:
+        if request.param == "python":
+            stack.enter_context(stdlib_only())
+        yield request.param
+
+
+def _boom(*args: object, **kwargs: object) -> None:
+    raise RuntimeError("kaputt")
+
+
+def test_stream_exception_falls_back_to_pass_through(addon, caplog, either_path, monkeypatch):
     toolid, _ = addon
     flow = sse_flow()
     toolid.responseheaders(flow)
-    stream = flow.response.stream
-    rewriter = stream.__closure__  # white-box: break the rewriter inside the callable
-    cells = [c.cell_contents for c in rewriter if hasattr(c.cell_contents, "feed")]
-    cells[0].feed = lambda data: (_ for _ in ()).throw(RuntimeError("kaputt"))
+    monkeypatch.setattr(StreamRewriter, "feed", _boom)
     with caplog.at_level(logging.WARNING):
-        assert stream(b"data: x\n\n") == b"data: x\n\n"
+        assert flow.response.stream(b"data: x\n\n") == b"data: x\n\n"
+    assert flow.marked == MARK_PROBLEM
+    assert "kaputt" in caplog.text
+
+
+def test_stream_exception_in_reporting_passes_the_piece(addon, caplog, either_path, monkeypatch):
+    """Reporting fails on a piece past the stream's start (the native function handles such
+    a piece itself): that piece goes out as it came, and the failure is told."""
+    toolid, _ = addon
+    monkeypatch.setattr(toolid_addon, "DRAIN_EVERY", 1)  # report at the first change
+    flow = sse_flow()
+    toolid.responseheaders(flow)
+    stream = flow.response.stream
+    first, *rest = chat_stream(RAW).split(b"\n\n")
+    assert stream(first + b"\n\n") == first + b"\n\n"
+    monkeypatch.setattr(ToolId, "_note", _boom)
+    piece = b"\n\n".join(rest)
+    with caplog.at_level(logging.WARNING):
+        assert stream(piece) == piece
     assert flow.marked == MARK_PROBLEM
     assert "kaputt" in caplog.text
 
@@ -582,24 +616,28 @@ def test_a_stream_records_its_changes_in_batches_and_at_its_end(addon):
     assert flow.marked
 
 
-def test_a_stream_lets_go_of_its_rewriter_at_its_end(addon):
+def test_a_stream_lets_go_of_its_rewriter_at_its_end(addon, either_path, monkeypatch):
     """mitmproxy's flows are freed by the cyclic garbage collector: at its end, the stream
     callable (held by the flow) drops its rewriter, so what that holds (the calls' ids, the
     buffers) goes at once, not with the flow."""
     toolid, _ = addon
+    made: list[weakref.ref[StreamRewriter]] = []
+
+    class Watched(StreamRewriter):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(weakref.ref(self))
+
+    monkeypatch.setattr(toolid_addon, "StreamRewriter", Watched)
     flow = sse_flow()
     toolid.responseheaders(flow)
     callable_ = flow.response.stream
-
-    def rewriters() -> list[StreamRewriter]:
-        held = [cell.cell_contents for cell in callable_.__closure__ or ()]
-        return [value for value in held if isinstance(value, StreamRewriter)]
-
-    assert len(rewriters()) == 1
-    rewriter = weakref.ref(rewriters()[0])
-    callable_(chat_stream(RAW))
+    for piece in chat_stream(RAW).split(b"\n\n"):
+        callable_(piece + b"\n\n")
+    assert len(made) == 1 and made[0]() is not None
     callable_(b"")
-    assert rewriters() == [] and rewriter() is None
+    assert made[0]() is None  # no garbage collection needed
+    assert flow.metadata["toolid"]["response"]
     assert callable_(b"data: late\n\n") == b"data: late\n\n"  # called again: as it is
 
 

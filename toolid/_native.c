@@ -76,6 +76,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <string.h>
 
 #define LEAF 0
@@ -1008,7 +1009,7 @@ typedef struct {
     PyObject *calls, *by_call, *latest; /* dicts: (call, key, raw), (call, raw), raw -> client
                                          * (refer's two: None when not kept) */
     PyObject *given;                     /* a set: the client ids given */
-    PyObject *taken;                     /* the Taken: the client ids taken */
+    PyObject *taken;                     /* [the Taken, or its known() ids once they are known] */
     PyObject *known;                     /* taken.known(), once asked (None: ask taken) */
     int call_profile;                    /* the profile: "call" (1) or "safe" (0) */
     PyObject *define, *refer;            /* CallIds.define and CallIds.refer */
@@ -1064,6 +1065,8 @@ static int calls_from(Calls *c, PyObject *state) {
         !(kept ? PyDict_CheckExact(PyTuple_GET_ITEM(state, 2))
                : PyTuple_GET_ITEM(state, 1) == Py_None && PyTuple_GET_ITEM(state, 2) == Py_None) ||
         !PySet_CheckExact(PyTuple_GET_ITEM(state, 3)) ||
+        !PyList_CheckExact(PyTuple_GET_ITEM(state, 4)) ||
+        PyList_GET_SIZE(PyTuple_GET_ITEM(state, 4)) != 1 ||
         !PyUnicode_Check(PyTuple_GET_ITEM(state, 5))) {
         PyErr_SetString(PyExc_TypeError, "calls: CallIds.native_state()");
         return 0;
@@ -1166,11 +1169,16 @@ static PyObject *define_call(Calls *c, PyObject *call, PyObject *key, PyObject *
     }
     PyObject *client = plain_encoding(c, raw), *pair = NULL;
     int clash = client ? PySet_Contains(c->given, client) : -1;
-    if (clash == 0 && c->known == NULL) { /* once per call: a set, unless the request is read */
-        c->known = PyObject_CallMethodNoArgs(c->taken, _known_name);
+    PyObject *taken = PyList_GET_ITEM(c->taken, 0);
+    if (clash == 0 && c->known == NULL) { /* once per call, until they are known for good */
+        c->known = PyFrozenSet_CheckExact(taken) ? Py_NewRef(taken)
+                                                 : PyObject_CallMethodNoArgs(taken, _known_name);
         if (c->known == NULL) clash = -1;
+        else if (PyFrozenSet_CheckExact(c->known)) /* known from now on: no more asking */
+            PyList_SET_ITEM(c->taken, 0, Py_NewRef(c->known)), Py_DECREF(taken);
+        taken = PyList_GET_ITEM(c->taken, 0);
     }
-    if (clash == 0) clash = PySequence_Contains(c->known != Py_None ? c->known : c->taken, client);
+    if (clash == 0) clash = PySequence_Contains(c->known != Py_None ? c->known : taken, client);
     if (clash == 0) {
         int kept = c->by_call != Py_None; /* refer's maps */
         pair = kept ? untracked(PyTuple_Pack(2, call, raw)) : NULL;
@@ -1211,23 +1219,30 @@ static PyObject *refer_call(const Calls *c, PyObject *call, PyObject *raw) {
     return known ? Py_NewRef(known) : plain_encoding(c, raw);
 }
 
-/* body._literal(client id): spelled here when it has nothing to escape (printable ASCII but
- * '"' and '\\', as every encoded id is), else by body._literal. */
+/* body._literal(client id): the client id itself (a str) when it has nothing to escape
+ * (printable ASCII but '"' and '\\', as every encoded id is): its literal is the id between
+ * quotes (spliced as such, see splice_text); else the literal (bytes) from body._literal. */
 static PyObject *literal_of(const Rewrite *r, PyObject *client) {
     if (PyUnicode_IS_ASCII(client)) {
         const unsigned char *text = PyUnicode_DATA(client);
         Py_ssize_t size = PyUnicode_GET_LENGTH(client), i = 0;
         while (i < size && text[i] >= 0x20 && text[i] != '"' && text[i] != '\\') i++;
-        if (i == size) {
-            PyObject *literal = PyBytes_FromStringAndSize(NULL, size + 2);
-            if (literal == NULL) return NULL;
-            char *out = PyBytes_AS_STRING(literal);
-            out[0] = out[size + 1] = '"';
-            memcpy(out + 1, text, size);
-            return literal;
-        }
+        if (i == size) return Py_NewRef(client);
     }
     return PyObject_CallOneArg(r->literal, client); /* may raise body.RewriteError */
+}
+
+/* The bytes a splice's text stands for: a literal as it is, a plain client id between quotes
+ * (literal_of). */
+static PyObject *splice_bytes(PyObject *text) {
+    if (PyBytes_Check(text)) return Py_NewRef(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    PyObject *literal = PyBytes_FromStringAndSize(NULL, size + 2);
+    if (literal == NULL) return NULL;
+    char *out = PyBytes_AS_STRING(literal);
+    out[0] = out[size + 1] = '"';
+    memcpy(out + 1, PyUnicode_DATA(text), size);
+    return literal;
 }
 
 /* The root call of an event: its first int member among the roots (positions.find_ids). */
@@ -1263,7 +1278,7 @@ static int calls_first(const void *x, const void *y) {
 
 typedef struct {
     Py_ssize_t start, end;
-    PyObject *text; /* owned */
+    PyObject *text; /* owned: a literal (bytes), or a plain client id (str, see literal_of) */
 } Splice;
 
 static int by_start(const void *x, const void *y) {
@@ -1280,6 +1295,7 @@ typedef struct {
     Py_ssize_t count, capacity; /* splices */
     unsigned char *edited;      /* one flag per node */
     int edited_capacity;
+    PyObject *path; /* the last path made (events repeat theirs): given again when it is */
 } Scratch;
 
 static void scratch_clear(Scratch *s) {
@@ -1294,6 +1310,19 @@ static void scratch_end(Scratch *s) {
     finder_end(&s->finder);
     PyMem_Free(s->splices);
     PyMem_Free(s->edited);
+    Py_CLEAR(s->path);
+}
+
+/* path_of(find), or the last path made when it is the same. */
+static PyObject *path_made(Scratch *s, const Find *find) {
+    const char *text = s->finder.paths + find->path_at;
+    PyObject *last = s->path;
+    if (last != NULL && PyUnicode_IS_ASCII(last) && PyUnicode_GET_LENGTH(last) == find->path_size &&
+        memcmp(PyUnicode_DATA(last), text, find->path_size) == 0)
+        return Py_NewRef(last);
+    PyObject *path = path_of(&s->finder, find);
+    if (path != NULL) Py_XSETREF(s->path, Py_NewRef(path));
+    return path;
 }
 
 /* Room for count splices and a flag per node of the arena: 1, or -1 (no memory). */
@@ -1372,7 +1401,7 @@ static int rewrite_into(Rewrite *r, Scratch *s, const unsigned char *buffer, Py_
         const Find *find = &f->finds[i];
         PyObject *value = text_of(f, find->node), *raw = NULL, *client = NULL, *text = NULL;
         int changed = value ? new_value(r, find, value, defined, &raw, &client, &text) : -1;
-        PyObject *path = changed > 0 ? path_of(f, find) : NULL;
+        PyObject *path = changed > 0 ? path_made(s, find) : NULL;
         PyObject *change = path ? r->change_type->tp_alloc(r->change_type, 6) : NULL;
         if (change) {
             PyTuple_SET_ITEM(change, 0, path);
@@ -1436,7 +1465,13 @@ static PyObject *rewrite_range(Rewrite *r, const unsigned char *buffer, Py_ssize
         }
         PyTuple_SET_ITEM(edit, 0, from);
         PyTuple_SET_ITEM(edit, 1, to);
-        PyTuple_SET_ITEM(edit, 2, Py_NewRef(s.splices[i].text));
+        PyObject *text = splice_bytes(s.splices[i].text);
+        if (text == NULL) {
+            Py_DECREF(edit);
+            Py_CLEAR(edits);
+            break;
+        }
+        PyTuple_SET_ITEM(edit, 2, text);
         PyList_SET_ITEM(edits, i, edit);
     }
     if (edits) result = PyTuple_Pack(2, edits, changes);
@@ -1514,6 +1549,12 @@ static int out_add(Out *o, const void *data, Py_ssize_t n) {
     return 0;
 }
 
+/* "text" (ASCII, nothing to escape) added as a JSON string literal. */
+static int out_quoted(Out *o, const void *text, Py_ssize_t n) {
+    if (out_add(o, "\"", 1) < 0 || out_add(o, text, n) < 0) return -1;
+    return out_add(o, "\"", 1);
+}
+
 /* Where the first "\n\n" in b[start:stop] starts, or -1. */
 static Py_ssize_t find_blank(const unsigned char *b, Py_ssize_t start, Py_ssize_t stop) {
     while (start + 1 < stop) {
@@ -1554,8 +1595,10 @@ static int sse_event(Rewrite *r, Scratch *s, const unsigned char *b, Py_ssize_t 
             for (Py_ssize_t i = 0; done == 0 && i < s->count; i++) {
                 PyObject *text = s->splices[i].text;
                 done = out_add(out, b + at, s->splices[i].start - at);
-                if (done == 0)
+                if (done == 0 && PyBytes_Check(text))
                     done = out_add(out, PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text));
+                else if (done == 0) /* a plain client id (literal_of) */
+                    done = out_quoted(out, PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text));
                 at = s->splices[i].end;
             }
             return done == 0 ? out_add(out, b + at, end - at) : done;
@@ -1808,6 +1851,179 @@ static PyObject *first_marker(PyObject *module, PyObject *const *args, Py_ssize_
     return PyLong_FromSsize_t(hit);
 }
 
+/* --- Feeder: a stream's function of its pieces ------------------------------------------------ */
+
+/* stream.stream_function's function, with the common piece handled here: while the rewriter's
+ * lane is open (StreamRewriter.lane), a piece goes straight to sse_feed, with no Python frame;
+ * everything else (the lane closed, the end, a piece sse_feed leaves to Python) is the Python
+ * function's. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *function;          /* the Python function of a piece */
+    PyObject *rewriter;          /* the StreamRewriter */
+    PyObject *report, *on_error; /* stream_function's callbacks */
+    PyObject *lane;              /* sse_feed's arguments after the piece, or NULL: not open */
+    PyObject *changes, *problems;
+    Py_ssize_t drain;
+    int forward, ended;
+} Feeder;
+
+static PyObject *_lane_name, *_lane_failed_name, *_changes_name, *_problems_name;
+
+static int feeder_traverse(Feeder *f, visitproc visit, void *arg) {
+    Py_VISIT(f->function);
+    Py_VISIT(f->rewriter);
+    Py_VISIT(f->report);
+    Py_VISIT(f->on_error);
+    Py_VISIT(f->lane);
+    Py_VISIT(f->changes);
+    Py_VISIT(f->problems);
+    return 0;
+}
+
+static int feeder_clear(Feeder *f) {
+    Py_CLEAR(f->function);
+    Py_CLEAR(f->rewriter);
+    Py_CLEAR(f->report);
+    Py_CLEAR(f->on_error);
+    Py_CLEAR(f->lane);
+    Py_CLEAR(f->changes);
+    Py_CLEAR(f->problems);
+    return 0;
+}
+
+static void feeder_dealloc(Feeder *f) {
+    PyObject_GC_UnTrack(f);
+    feeder_clear(f);
+    Py_TYPE(f)->tp_free((PyObject *)f);
+}
+
+/* The rewriter's lane now: 0, or -1 (an error). */
+static int feeder_lane(Feeder *f) {
+    PyObject *lane = PyObject_CallMethodNoArgs(f->rewriter, _lane_name);
+    if (lane == NULL) return -1;
+    if (lane != Py_None && (!PyTuple_Check(lane) || PyTuple_GET_SIZE(lane) != 10)) {
+        Py_DECREF(lane);
+        PyErr_SetString(PyExc_TypeError, "StreamRewriter.lane gives sse_feed's 10 arguments");
+        return -1;
+    }
+    Py_XSETREF(f->lane, lane == Py_None ? NULL : lane);
+    if (lane == Py_None) Py_DECREF(lane);
+    return 0;
+}
+
+/* The Python function's answer for data, and what follows from it (the end, the lane). */
+static PyObject *feeder_python(Feeder *f, PyObject *data) {
+    PyObject *out = PyObject_CallOneArg(f->function, data);
+    if (PyBytes_GET_SIZE(data) == 0) { /* the end: the function lets go of the rewriter, so here */
+        f->ended = 1;
+        feeder_clear(f);
+    } else if (out != NULL && feeder_lane(f) < 0) {
+        Py_CLEAR(out);
+    }
+    return out;
+}
+
+static PyObject *feeder_call(Feeder *f, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "a stream function takes one piece");
+        return NULL;
+    }
+    PyObject *data = args[0];
+    if (f->ended) return Py_NewRef(data);
+    if (f->lane == NULL || !PyBytes_CheckExact(data) || PyBytes_GET_SIZE(data) == 0)
+        return feeder_python(f, data);
+    PyObject *argv[11] = {data};
+    for (int i = 0; i < 10; i++) argv[i + 1] = PyTuple_GET_ITEM(f->lane, i);
+    Py_INCREF(f->lane); /* sse_feed runs Python code (its fallback) */
+    PyObject *lane = f->lane, *out = sse_feed(NULL, argv, 11);
+    Py_DECREF(lane);
+    if (out == Py_None) {
+        Py_DECREF(out);
+        return feeder_python(f, data);
+    }
+    if (out == NULL) { /* as StreamRewriter.feed: the rewriter gives up, and gives all it holds */
+        PyObject *error = PyErr_GetRaisedException();
+        out = PyObject_CallMethodOneArg(f->rewriter, _lane_failed_name, error);
+        Py_DECREF(error);
+        Py_CLEAR(f->lane);
+    }
+    if (out != NULL && (PyList_GET_SIZE(f->problems) > 0 ||
+                        PyList_GET_SIZE(f->changes) >= f->drain)) {
+        PyObject *report_args[] = {f->rewriter, Py_False};
+        PyObject *reported = PyObject_Vectorcall(f->report, report_args, 2, NULL);
+        if (reported == NULL) Py_CLEAR(out);
+        Py_XDECREF(reported);
+    }
+    if (out == NULL) { /* as the Python function: the error is told, the piece goes as it came */
+        PyObject *error = PyErr_GetRaisedException();
+        PyObject *told = PyObject_CallOneArg(f->on_error, error);
+        Py_DECREF(error);
+        if (told == NULL) return NULL;
+        Py_DECREF(told);
+        return Py_NewRef(data);
+    }
+    if (f->forward) {
+        Py_DECREF(out);
+        return Py_NewRef(data);
+    }
+    if (PyBytes_GET_SIZE(out) == 0) { /* all of it held: an empty piece would end the body */
+        Py_DECREF(out);
+        return PyTuple_New(0);
+    }
+    return out;
+}
+
+static PyObject *feeder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *function, *rewriter, *report, *on_error;
+    Py_ssize_t drain;
+    int forward;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) > 0) {
+        PyErr_SetString(PyExc_TypeError, "Feeder takes positional arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OOOOnp", &function, &rewriter, &report, &on_error, &drain,
+                          &forward))
+        return NULL;
+    Feeder *f = (Feeder *)type->tp_alloc(type, 0);
+    if (f == NULL) return NULL;
+    f->vectorcall = (vectorcallfunc)feeder_call;
+    f->function = Py_NewRef(function);
+    f->rewriter = Py_NewRef(rewriter);
+    f->report = Py_NewRef(report);
+    f->on_error = Py_NewRef(on_error);
+    f->drain = drain;
+    f->forward = forward;
+    f->changes = PyObject_GetAttr(rewriter, _changes_name);
+    f->problems = f->changes ? PyObject_GetAttr(rewriter, _problems_name) : NULL;
+    if (f->problems == NULL || !PyList_CheckExact(f->changes) || !PyList_CheckExact(f->problems)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "changes and problems are lists");
+        Py_DECREF(f);
+        return NULL;
+    }
+    if (feeder_lane(f) < 0) {
+        Py_DECREF(f);
+        return NULL;
+    }
+    return (PyObject *)f;
+}
+
+static PyTypeObject FeederType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "toolid._native.Feeder",
+    .tp_basicsize = sizeof(Feeder),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Feeder(function, rewriter, report, on_error, drain_every, forward_input): see "
+              "toolid/stream.py (stream_function).",
+    .tp_new = feeder_new,
+    .tp_dealloc = (destructor)feeder_dealloc,
+    .tp_traverse = (traverseproc)feeder_traverse,
+    .tp_clear = (inquiry)feeder_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Feeder, vectorcall),
+};
+
 /* --- records: changes as the records stored in flows ---------------------------------------- */
 
 static PyObject *_record_keys[4], *_mapped, *_tag; /* interned */
@@ -1950,5 +2166,13 @@ PyMODINIT_FUNC PyInit__native(void) {
     _mapped = PyUnicode_InternFromString("mapped");
     _tag = PyUnicode_InternFromString("-_"); /* codec.TAG */
     if (!_mapped || !_tag) return NULL;
-    return PyModule_Create(&module);
+    _lane_name = PyUnicode_InternFromString("lane");
+    _lane_failed_name = PyUnicode_InternFromString("lane_failed");
+    _changes_name = PyUnicode_InternFromString("changes");
+    _problems_name = PyUnicode_InternFromString("problems");
+    if (!_lane_name || !_lane_failed_name || !_changes_name || !_problems_name) return NULL;
+    if (PyType_Ready(&FeederType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddObjectRef(m, "Feeder", (PyObject *)&FeederType) < 0) Py_CLEAR(m);
+    return m;
 }

@@ -163,15 +163,16 @@ class CallIds:
     def native_state(self) -> tuple[Any, ...]:
         """What the native encoder reads and writes to answer ``define`` and ``refer`` as
         they do, on this same state: (the three maps (``refer``'s two None when not kept),
-        the given set, ``taken`` (asked for ``known()`` ids once per call of the encoder,
-        when a call is first defined), the profile, ``define`` for the calls that need a tag,
-        ``refer`` for references when its maps are not kept)."""
+        the given set, ``[taken]`` (asked for ``known()`` ids when a call is first defined,
+        once per call of the encoder; the list then holds them once they are known for
+        good), the profile, ``define`` for the calls that need a tag, ``refer`` for
+        references when its maps are not kept)."""
         return (
             self._calls,
             self._by_call,
             self._latest,
             self._given,
-            self.taken,
+            [self.taken],
             self.profile,
             self.define,
             self.refer,

@@ -88,14 +88,28 @@ class StreamRewriter:
             try:
                 feed, arguments = lane
                 out: bytes | None = feed(data, *arguments, self._event)
-            except Exception as exc:  # all of it is held, no change recorded: out as it came
-                logger.debug("toolid stream rewriter failed", exc_info=True)
-                return self._give_up(f"unexpected error ({exc!r})")
+            except Exception as exc:
+                return self.lane_failed(exc)
             if out is not None:
                 return out
         out = self._feed(data)
         self._lane = self._lane_open()
         return out
+
+    def lane(self) -> tuple[Any, ...] | None:
+        """While the next piece may go straight to ``sse_feed`` (see ``_lane_open``), what it
+        takes after the piece, its fallback included; else None. For a native caller that
+        hands it pieces itself (``stream_function``): each piece ``sse_feed`` gives None for
+        goes to ``feed``, and when it raises, ``lane_failed`` gives what goes out."""
+        if self._lane is None:
+            return None
+        return (*self._lane[1], self._event)
+
+    def lane_failed(self, exc: Exception) -> bytes:
+        """``sse_feed`` raised: all of the piece is held, no change recorded. Pass everything
+        through from now on; return what it holds, to go out as it came."""
+        logger.debug("toolid stream rewriter failed", exc_info=exc)
+        return self._give_up(f"unexpected error ({exc!r})")
 
     def _lane_open(self) -> tuple[Callable[..., bytes | None], tuple[Any, ...]] | None:
         """``sse_feed`` and what it takes after the piece (but ``_event``), when ``feed`` may
@@ -210,9 +224,8 @@ class StreamRewriter:
             out: bytes | None = native.extension.sse_feed(
                 data, *self._native_arguments(), self._event
             )
-        except Exception as exc:  # all of it is held, and no change recorded: out as it came
-            logger.debug("toolid stream rewriter failed", exc_info=True)
-            return self._give_up(f"unexpected error ({exc!r})")
+        except Exception as exc:
+            return self.lane_failed(exc)
         return out
 
     def _unmarked(self, run: bytes) -> bytes:
@@ -291,3 +304,54 @@ class StreamRewriter:
         self._passthrough = True
         self._lane = None
         return self._framer.take_tail()
+
+
+def stream_function(
+    rewriter: StreamRewriter,
+    report: Callable[[StreamRewriter, bool], object],
+    on_error: Callable[[Exception], object],
+    *,
+    drain_every: int,
+    forward_input: bool = False,
+) -> Callable[[bytes], bytes | tuple[()]]:
+    """The function an HTTP proxy calls with each piece of a streamed body, and with b"" at its
+    end (mitmproxy's ``response.stream``): it gives what goes out now, never b"" before the
+    end (an empty piece would end a chunked body: ``()`` holds).
+
+    ``report(rewriter, end)`` is called when the rewriter's changes reach ``drain_every``,
+    when it has problems, and at the end (``end`` True): it takes them from the rewriter.
+    Should it raise, ``on_error(exc)`` is told and the piece goes out as it came.
+    ``forward_input``: every piece goes out as it came (the rewriter still reports). After the
+    end, pieces go out as they come, and the rewriter is let go (a proxy's flow, which holds
+    this function, may outlive the stream by a garbage collection).
+
+    With the native accelerator the common piece goes to ``sse_feed`` with no Python frame
+    (``_native.Feeder``); the rest comes here.
+    """
+    current: StreamRewriter | None = rewriter
+
+    def function(data: bytes) -> bytes | tuple[()]:
+        nonlocal current
+        rewriter = current
+        if rewriter is None:  # called again after the end
+            return data
+        try:
+            out = rewriter.feed(data) if data else rewriter.finish()
+            if not data or rewriter.problems or len(rewriter.changes) >= drain_every:
+                report(rewriter, not data)
+        except Exception as exc:
+            on_error(exc)
+            return data
+        finally:
+            if not data:
+                current = None
+        if forward_input:
+            return data
+        return out if (out or not data) else ()
+
+    if native.extension is None:
+        return function
+    feeder: Callable[[bytes], bytes | tuple[()]] = native.extension.Feeder(
+        function, rewriter, report, on_error, drain_every, forward_input
+    )
+    return feeder
