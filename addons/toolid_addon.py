@@ -81,8 +81,8 @@ class ToolId:
         self.max_event_bytes = DEFAULT_MAX_EVENT_BYTES
         self._every_host = True  # toolid_hosts covers every host
         self._rules_of_host: dict[tuple[str, int], rules.RuleSet | None] = {}
-        # Change lines waiting to be logged together (see _log_change).
-        self._pending_lines: list[str] = []
+        # Change lines waiting to be logged together (see _log_change): comment and request.
+        self._pending_lines: list[tuple[str, _Where]] = []
         # The ids each in-flight flow's request history defines, for its response's
         # occurrence tags: per flow, gone with the flow (the proxy keeps no state across).
         self._taken: weakref.WeakKeyDictionary[http.HTTPFlow, Taken] = (
@@ -446,7 +446,7 @@ class ToolId:
         summarised = (len(requests), len(responses), omitted)
         if self._summarised.get(flow) == summarised:
             return  # nothing recorded since the comment was written
-        summary = report.summary([*requests, *responses], observe)
+        summary = report.summary([*requests, *responses] if requests else responses, observe)
         more = f" (+{omitted} more not recorded)" if omitted else ""
         flow.comment = f"toolid{' (observe)' if observe else ''}: {summary}{more}"
         self._summarised[flow] = summarised
@@ -468,26 +468,27 @@ class ToolId:
         record = flow.metadata.get("toolid")
         if record and (record.get("request") or record.get("response")):
             self._comment(flow)
-            self._log_change(f"{flow.comment} [{_describe(flow)}]")
+            self._log_change(flow.comment, _where(flow))
 
-    def _log_change(self, line: str) -> None:
-        """Log one flow's change line (INFO). In mitmproxy's event loop, the lines are gathered
-        and written as one record at most every LOG_EVERY seconds: mitmproxy hands every
-        record to every addon (about a quarter of a millisecond here, more than rewriting a
-        response costs), a line within a record costs next to nothing."""
+    def _log_change(self, comment: str, where: _Where) -> None:
+        """Log one flow's change line (INFO): its comment and request. In mitmproxy's event
+        loop, the lines are gathered, and written as one record at most every LOG_EVERY
+        seconds (made then, after the flow's response has gone): mitmproxy hands every record
+        to every addon (about a quarter of a millisecond here, more than rewriting a response
+        costs), a line within a record costs next to nothing."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not in an event loop (a script, a test): at once
-            logger.info(line)
+            logger.info(_change_line(comment, where))
             return
         if not self._pending_lines:
             loop.call_later(LOG_EVERY, self._flush_lines)
-        self._pending_lines.append(line)
+        self._pending_lines.append((comment, where))
 
     def _flush_lines(self) -> None:
         lines, self._pending_lines = self._pending_lines, []
         if lines:
-            logger.info("\n".join(lines))
+            logger.info("\n".join(_change_line(comment, where) for comment, where in lines))
 
 
 _DEFAULT_HOST_RULES = scope.parse_assignments(rules.DEFAULT_HOST_RULES, rules.RULE_SETS)
@@ -559,18 +560,40 @@ def _set_content(message: http.Message, content: bytes) -> None:
 
 def _api_of(flow: http.HTTPFlow) -> Api | None:
     known = flow.metadata.get("toolid", {}).get("api")
-    return Api(known) if known else api_from_path(flow.request.path)
+    return _APIS[known] if known else api_from_path(flow.request.path)
+
+
+_APIS: dict[str, Api] = {api.value: api for api in Api}
 
 
 def _is_json(content_type: str) -> bool:
     return "json" in content_type.lower()
 
 
+type _Where = tuple[bytes, str, bytes]  # a request's method, host and path, as mitmproxy has them
+
+
+def _where(flow: http.HTTPFlow) -> _Where:
+    data = flow.request.data
+    return data.method, data.host, data.path
+
+
 def _describe(flow: http.HTTPFlow) -> str:
     """Method, upstream host and path: never headers, query strings or bodies."""
-    request = flow.request
-    text = f"{request.method} {request.host}{request.path.split('?', 1)[0]}"
+    return _description(_where(flow))
+
+
+def _description(where: _Where) -> str:
+    """``_describe`` of a request's method, host and path (as the request's properties
+    decode them)."""
+    method, host, path = where
+    path_only = path.decode("utf-8", "surrogateescape").split("?", 1)[0]
+    text = f"{method.decode('utf-8', 'surrogateescape').upper()} {host}{path_only}"
     return text.encode("utf-8", "backslashreplace").decode("utf-8")  # undecodable path bytes
+
+
+def _change_line(comment: str, where: _Where) -> str:
+    return f"{comment} [{_description(where)}]"
 
 
 def _parse_hosts(option: str, values: Sequence[str]) -> tuple[scope.HostPattern, ...]:

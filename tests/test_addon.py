@@ -26,6 +26,7 @@ from addons.toolid_addon import (
     MARK_PROBLEM,
     MAX_RECORDS,
     ToolId,
+    _describe,
     _header,
     _set_content,
     _set_header,
@@ -691,6 +692,21 @@ def test_set_header_is_mitmproxys(fields):
     _set_header(ours, b"accept-encoding", b"identity")
     theirs.headers["accept-encoding"] = "identity"
     assert ours.headers.fields == theirs.headers.fields
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [(b"POST", b"/v1/chat/completions?key=secret"), (b"post", b"/v1/\xff\xfe?x"), (b"GET", b"*")],
+)
+def test_describe_reads_the_request_as_mitmproxy_decodes_it(method, path):
+    """The change line's request (made when the line is logged, from the raw fields) reads as
+    mitmproxy's own properties give it: method, host, path without its query."""
+    flow = tflow.tflow()
+    flow.request.data.method, flow.request.data.path = method, path
+    request = flow.request
+    expected = f"{request.method} {request.host}{request.path.split('?', 1)[0]}"
+    assert _describe(flow) == expected.encode("utf-8", "backslashreplace").decode("utf-8")
+    assert "secret" not in _describe(flow)
 
 
 # --- occurrence tags: an upstream that reuses ids ----------------------------------------------

@@ -1711,6 +1711,11 @@ static Py_ssize_t first_hit(Markers *m, const unsigned char *b, Py_ssize_t n,
     return first < n ? first : -1;
 }
 
+/* Forget where the words were found: a search in another buffer follows. */
+static void markers_restart(Markers *m) {
+    for (int group = 0; group < m->groups; group++) m->next[group] = -1;
+}
+
 /* The events of b[:n] (LF line endings), as stream._runs frames them: whole events without
  * a marker go out as they are, each event with one is encoded (sse_event). Returns where the
  * incomplete event left over starts, or -1 (an error). */
@@ -1755,6 +1760,17 @@ static int hold(PyObject *held, const char *b, Py_ssize_t n) {
 static Scratch kept_scratch;
 static int kept_scratch_busy;
 
+/* Where the first event boundary in d[:n] that the framing cannot read otherwise ends: after a
+ * blank line of exactly two LFs, between bytes that are no LF; n when there is none. */
+static Py_ssize_t clean_boundary(const unsigned char *d, Py_ssize_t n) {
+    for (Py_ssize_t at = 1;;) {
+        Py_ssize_t blank = find_blank(d, at, n);
+        if (blank < 0 || blank + 2 >= n) return n;
+        if (d[blank - 1] != '\n' && d[blank + 2] != '\n') return blank + 2;
+        at = blank + 1;
+    }
+}
+
 static PyObject *sse_feed(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     Rewrite r;
     Scratch own, *scratch = &own;
@@ -1771,13 +1787,17 @@ static PyObject *sse_feed(PyObject *module, PyObject *const *args, Py_ssize_t na
     Py_ssize_t limit = PyLong_AsSsize_t(args[2]);
     if (limit == -1 && PyErr_Occurred()) return NULL;
     Py_ssize_t kept = PyByteArray_GET_SIZE(held), size = PyBytes_GET_SIZE(data);
-    if (memchr(PyBytes_AS_STRING(data), '\r', size) != NULL ||
-        kept > (size > RESEARCHED ? size : RESEARCHED) || kept + size > limit)
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(data);
+    if (memchr(d, '\r', size) != NULL || kept > (size > RESEARCHED ? size : RESEARCHED) ||
+        kept + size > limit)
         return Py_NewRef(Py_None); /* the Python framing's */
-    /* What is framed: data as it is when nothing is held, else the held bytes and data. The
-     * view keeps it alive and unresized while the fallback runs Python code. */
-    PyObject *source = kept ? held : data, *result = NULL;
-    Py_ssize_t recorded = PyList_GET_SIZE(changes), rest = -1;
+    /* When bytes are held, the event they begin ends in data: data up to the first boundary
+     * after it that reads the same on its own (clean_boundary) joins them in held, and the
+     * rest is framed in data itself, with no copy. Held is framed through a view, which keeps
+     * it unresized while the fallback runs Python code. */
+    Py_ssize_t joined = kept ? clean_boundary(d, size) : 0;
+    Py_ssize_t recorded = PyList_GET_SIZE(changes), rest = -1; /* rest: in data */
+    PyObject *result = NULL;
     int viewed = 0;
     if (kept_scratch_busy) memset(&own, 0, sizeof own);
     else scratch = &kept_scratch;
@@ -1785,25 +1805,45 @@ static PyObject *sse_feed(PyObject *module, PyObject *const *args, Py_ssize_t na
     r.calls.known = NULL;
     Out out = {NULL, 0, 0};
     Py_INCREF(args[3]); /* markers points into these words */
-    if ((kept && hold(held, PyBytes_AS_STRING(data), size) < 0) ||
-        !markers_from(&markers, args[3]) || !encoder_from(&r, args + 5) ||
-        PyObject_GetBuffer(source, &view, PyBUF_SIMPLE) < 0)
-        goto done;
-    viewed = 1;
-    const unsigned char *b = view.buf;
-    if (!kept && size >= 2 && b[size - 2] == '\n' && b[size - 1] == '\n' &&
-        first_hit(&markers, b, size, 0) < 0) {
+    if (!markers_from(&markers, args[3]) || !encoder_from(&r, args + 5)) goto done;
+    if (!kept && size >= 2 && d[size - 2] == '\n' && d[size - 1] == '\n' &&
+        first_hit(&markers, d, size, 0) < 0) {
         /* whole events without a marker: as they are, as StreamRewriter._frame passes them
          * (however the LFs at their end pair up) */
         rest = size;
         result = Py_NewRef(data);
         goto done;
     }
-    out.bytes = PyBytes_FromStringAndSize(NULL, view.len + 64);
+    out.bytes = PyBytes_FromStringAndSize(NULL, kept + size + 64);
     if (out.bytes == NULL) goto done;
-    rest = frame_events(&r, &markers, scratch, b, view.len, changes, fallback, &out);
-    if (rest < 0) goto done;
-    if (!out.altered && rest == view.len && source == data) {
+    Py_ssize_t at = 0; /* where data's own framing starts */
+    if (kept) {
+        if (hold(held, (const char *)d, joined) < 0 ||
+            PyObject_GetBuffer(held, &view, PyBUF_SIMPLE) < 0)
+            goto done;
+        viewed = 1;
+        Py_ssize_t framed = frame_events(&r, &markers, scratch, view.buf, view.len, changes,
+                                         fallback, &out);
+        if (framed < 0) goto done;
+        PyBuffer_Release(&view);
+        viewed = 0;
+        if (joined == size) { /* no boundary of its own in data: held frames it all */
+            rest = framed - kept;
+            goto framed;
+        }
+        if (framed != kept + joined) { /* held ends at a clean boundary: framed whole */
+            PyErr_SetString(PyExc_SystemError, "sse_feed: an event across a clean boundary");
+            goto done;
+        }
+        markers_restart(&markers);
+        at = joined;
+    }
+    Py_ssize_t framed = frame_events(&r, &markers, scratch, d + at, size - at, changes, fallback,
+                                     &out);
+    if (framed < 0) goto done;
+    rest = at + framed;
+framed:
+    if (!out.altered && !kept && rest == size) {
         result = Py_NewRef(data); /* all of it, as it came: no copy */
     } else if (_PyBytes_Resize(&out.bytes, out.size) == 0) {
         result = Py_NewRef(out.bytes);
@@ -1825,12 +1865,17 @@ done:
     if (result == NULL) {
         PyObject *error = PyErr_GetRaisedException();
         done = PyList_SetSlice(changes, recorded, PY_SSIZE_T_MAX, NULL);
-        if (!kept && done == 0) done = hold(held, PyBytes_AS_STRING(data), size);
+        if (done == 0) done = PyByteArray_Resize(held, kept);
+        if (done == 0) done = hold(held, (const char *)d, size);
         PyErr_SetRaisedException(error); /* the first error is the one to tell */
         return NULL;
     }
-    if (kept) done = PySequence_DelSlice(held, 0, rest);
-    else done = hold(held, PyBytes_AS_STRING(data) + rest, size - rest);
+    if (rest < 0) { /* still in held: the incomplete event began there */
+        done = PySequence_DelSlice(held, 0, kept + rest);
+    } else {
+        done = PyByteArray_Resize(held, 0);
+        if (done == 0) done = hold(held, (const char *)d + rest, size - rest);
+    }
     if (done < 0) Py_CLEAR(result);
     return result;
 }
@@ -2003,11 +2048,7 @@ static PyObject *feeder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         Py_DECREF(f);
         return NULL;
     }
-    if (feeder_lane(f) < 0) {
-        Py_DECREF(f);
-        return NULL;
-    }
-    return (PyObject *)f;
+    return (PyObject *)f; /* the lane is read after the first piece, which opens it */
 }
 
 static PyTypeObject FeederType = {
