@@ -1771,25 +1771,41 @@ static Py_ssize_t clean_boundary(const unsigned char *d, Py_ssize_t n) {
     }
 }
 
-static PyObject *sse_feed(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    Rewrite r;
-    Scratch own, *scratch = &own;
+/* What sse_feed takes after the piece, read (a Feeder reads it once per lane, not per piece):
+ * (held, limit, markers, changes, *encoder, fallback); the objects are the caller's. */
+typedef struct {
+    PyObject *held, *changes, *fallback;
+    Py_ssize_t limit;
     Markers markers;
-    Py_buffer view;
-    if (nargs != 11 || !PyBytes_CheckExact(args[0]) || !PyByteArray_CheckExact(args[1]) ||
-        !PyLong_Check(args[2]) || !PyList_Check(args[4])) {
+    Rewrite r;
+} Lane;
+
+static int lane_from(Lane *l, PyObject *const *args) {
+    if (!PyByteArray_CheckExact(args[0]) || !PyLong_Check(args[1]) || !PyList_Check(args[3])) {
         PyErr_SetString(PyExc_TypeError,
                         "sse_feed(data: bytes, held: bytearray, limit, markers, changes, "
                         "*encoder, fallback)");
-        return NULL;
+        return 0;
     }
-    PyObject *data = args[0], *held = args[1], *changes = args[4], *fallback = args[10];
-    Py_ssize_t limit = PyLong_AsSsize_t(args[2]);
-    if (limit == -1 && PyErr_Occurred()) return NULL;
+    l->held = args[0];
+    l->limit = PyLong_AsSsize_t(args[1]);
+    l->changes = args[3];
+    l->fallback = args[9];
+    if (l->limit == -1 && PyErr_Occurred()) return 0;
+    return markers_from(&l->markers, args[2]) && encoder_from(&l->r, args + 4);
+}
+
+/* sse_feed of data on a lane read. */
+static PyObject *feed_piece(Lane *l, PyObject *data) {
+    Rewrite *r = &l->r;
+    Markers *markers = &l->markers;
+    Scratch own, *scratch = &own;
+    Py_buffer view;
+    PyObject *held = l->held, *changes = l->changes, *fallback = l->fallback;
     Py_ssize_t kept = PyByteArray_GET_SIZE(held), size = PyBytes_GET_SIZE(data);
     const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(data);
     if (memchr(d, '\r', size) != NULL || kept > (size > RESEARCHED ? size : RESEARCHED) ||
-        kept + size > limit)
+        kept + size > l->limit)
         return Py_NewRef(Py_None); /* the Python framing's */
     /* When bytes are held, the event they begin ends in data: data up to the first boundary
      * after it that reads the same on its own (clean_boundary) joins them in held, and the
@@ -1802,12 +1818,11 @@ static PyObject *sse_feed(PyObject *module, PyObject *const *args, Py_ssize_t na
     if (kept_scratch_busy) memset(&own, 0, sizeof own);
     else scratch = &kept_scratch;
     kept_scratch_busy |= scratch == &kept_scratch;
-    r.calls.known = NULL;
+    r->calls.known = NULL;
+    markers_restart(markers);
     Out out = {NULL, 0, 0};
-    Py_INCREF(args[3]); /* markers points into these words */
-    if (!markers_from(&markers, args[3]) || !encoder_from(&r, args + 5)) goto done;
     if (!kept && size >= 2 && d[size - 2] == '\n' && d[size - 1] == '\n' &&
-        first_hit(&markers, d, size, 0) < 0) {
+        first_hit(markers, d, size, 0) < 0) {
         /* whole events without a marker: as they are, as StreamRewriter._frame passes them
          * (however the LFs at their end pair up) */
         rest = size;
@@ -1822,7 +1837,7 @@ static PyObject *sse_feed(PyObject *module, PyObject *const *args, Py_ssize_t na
             PyObject_GetBuffer(held, &view, PyBUF_SIMPLE) < 0)
             goto done;
         viewed = 1;
-        Py_ssize_t framed = frame_events(&r, &markers, scratch, view.buf, view.len, changes,
+        Py_ssize_t framed = frame_events(r, markers, scratch, view.buf, view.len, changes,
                                          fallback, &out);
         if (framed < 0) goto done;
         PyBuffer_Release(&view);
@@ -1835,10 +1850,10 @@ static PyObject *sse_feed(PyObject *module, PyObject *const *args, Py_ssize_t na
             PyErr_SetString(PyExc_SystemError, "sse_feed: an event across a clean boundary");
             goto done;
         }
-        markers_restart(&markers);
+        markers_restart(markers);
         at = joined;
     }
-    Py_ssize_t framed = frame_events(&r, &markers, scratch, d + at, size - at, changes, fallback,
+    Py_ssize_t framed = frame_events(r, markers, scratch, d + at, size - at, changes, fallback,
                                      &out);
     if (framed < 0) goto done;
     rest = at + framed;
@@ -1855,9 +1870,8 @@ done:
     } else {
         scratch_end(scratch);
     }
-    encoder_end(&r);
+    encoder_end(r);
     Py_XDECREF(out.bytes);
-    Py_DECREF(args[3]);
     if (viewed) PyBuffer_Release(&view);
     /* What is left is held: the incomplete event, or after an error all of it (then no change
      * is recorded: it all goes out as it came). */
@@ -1877,6 +1891,21 @@ done:
         if (done == 0) done = hold(held, (const char *)d + rest, size - rest);
     }
     if (done < 0) Py_CLEAR(result);
+    return result;
+}
+
+static PyObject *sse_feed(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    Lane lane;
+    if (nargs != 11 || !PyBytes_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "sse_feed(data: bytes, held: bytearray, limit, markers, changes, "
+                        "*encoder, fallback)");
+        return NULL;
+    }
+    if (!lane_from(&lane, args + 1)) return NULL;
+    Py_INCREF(args[3]); /* the markers point into these words */
+    PyObject *result = feed_piece(&lane, args[0]);
+    Py_DECREF(args[3]);
     return result;
 }
 
@@ -1909,6 +1938,7 @@ typedef struct {
     PyObject *rewriter;          /* the StreamRewriter */
     PyObject *report, *on_error; /* stream_function's callbacks */
     PyObject *lane;              /* sse_feed's arguments after the piece, or NULL: not open */
+    Lane parsed;                 /* the lane, read */
     PyObject *changes, *problems;
     Py_ssize_t drain;
     int forward, ended;
@@ -1953,6 +1983,11 @@ static int feeder_lane(Feeder *f) {
         PyErr_SetString(PyExc_TypeError, "StreamRewriter.lane gives sse_feed's 10 arguments");
         return -1;
     }
+    if (lane != Py_None && !lane_from(&f->parsed, PySequence_Fast_ITEMS(lane))) {
+        Py_DECREF(lane);
+        Py_CLEAR(f->lane); /* what was read of it is no more */
+        return -1;
+    }
     Py_XSETREF(f->lane, lane == Py_None ? NULL : lane);
     if (lane == Py_None) Py_DECREF(lane);
     return 0;
@@ -1964,8 +1999,9 @@ static PyObject *feeder_python(Feeder *f, PyObject *data) {
     if (PyBytes_GET_SIZE(data) == 0) { /* the end: the function lets go of the rewriter, so here */
         f->ended = 1;
         feeder_clear(f);
-    } else if (out != NULL && feeder_lane(f) < 0) {
-        Py_CLEAR(out);
+    } else if (out != NULL && feeder_lane(f) < 0) { /* cannot be: then the function does all */
+        PyErr_Clear();
+        Py_CLEAR(f->lane);
     }
     return out;
 }
@@ -1980,10 +2016,8 @@ static PyObject *feeder_call(Feeder *f, PyObject *const *args, size_t nargsf, Py
     if (f->ended) return Py_NewRef(data);
     if (f->lane == NULL || !PyBytes_CheckExact(data) || PyBytes_GET_SIZE(data) == 0)
         return feeder_python(f, data);
-    PyObject *argv[11] = {data};
-    for (int i = 0; i < 10; i++) argv[i + 1] = PyTuple_GET_ITEM(f->lane, i);
-    Py_INCREF(f->lane); /* sse_feed runs Python code (its fallback) */
-    PyObject *lane = f->lane, *out = sse_feed(NULL, argv, 11);
+    Py_INCREF(f->lane); /* what the lane read points into, while Python code (its fallback) runs */
+    PyObject *lane = f->lane, *out = feed_piece(&f->parsed, data);
     Py_DECREF(lane);
     if (out == Py_None) {
         Py_DECREF(out);
