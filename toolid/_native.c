@@ -1174,8 +1174,10 @@ static PyObject *define_call(Calls *c, PyObject *call, PyObject *key, PyObject *
         c->known = PyFrozenSet_CheckExact(taken) ? Py_NewRef(taken)
                                                  : PyObject_CallMethodNoArgs(taken, _known_name);
         if (c->known == NULL) clash = -1;
-        else if (PyFrozenSet_CheckExact(c->known)) /* known from now on: no more asking */
-            PyList_SET_ITEM(c->taken, 0, Py_NewRef(c->known)), Py_DECREF(taken);
+        else if (PyFrozenSet_CheckExact(c->known)) { /* known from now on: no more asking */
+            PyList_SET_ITEM(c->taken, 0, Py_NewRef(c->known));
+            Py_DECREF(taken);
+        }
         taken = PyList_GET_ITEM(c->taken, 0);
     }
     if (clash == 0) clash = PySequence_Contains(c->known != Py_None ? c->known : taken, client);
@@ -1221,7 +1223,7 @@ static PyObject *refer_call(const Calls *c, PyObject *call, PyObject *raw) {
 
 /* body._literal(client id): the client id itself (a str) when it has nothing to escape
  * (printable ASCII but '"' and '\\', as every encoded id is): its literal is the id between
- * quotes (spliced as such, see splice_text); else the literal (bytes) from body._literal. */
+ * quotes (splice_bytes makes it, out_quoted writes it); else the literal (bytes) from body._literal. */
 static PyObject *literal_of(const Rewrite *r, PyObject *client) {
     if (PyUnicode_IS_ASCII(client)) {
         const unsigned char *text = PyUnicode_DATA(client);
@@ -2006,6 +2008,15 @@ static PyObject *feeder_python(Feeder *f, PyObject *data) {
     return out;
 }
 
+/* The error raised, told to on_error: 0, or -1 (on_error raised). */
+static int feeder_told(Feeder *f) {
+    PyObject *error = PyErr_GetRaisedException();
+    PyObject *told = PyObject_CallOneArg(f->on_error, error);
+    Py_DECREF(error);
+    Py_XDECREF(told);
+    return told == NULL ? -1 : 0;
+}
+
 static PyObject *feeder_call(Feeder *f, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs != 1 || kwnames != NULL) {
@@ -2029,20 +2040,16 @@ static PyObject *feeder_call(Feeder *f, PyObject *const *args, size_t nargsf, Py
         Py_DECREF(error);
         Py_CLEAR(f->lane);
     }
-    if (out != NULL && (PyList_GET_SIZE(f->problems) > 0 ||
-                        PyList_GET_SIZE(f->changes) >= f->drain)) {
+    if (out == NULL) /* as the Python function: the error is told, the piece goes as it came */
+        return feeder_told(f) < 0 ? NULL : Py_NewRef(data);
+    if (PyList_GET_SIZE(f->problems) > 0 || PyList_GET_SIZE(f->changes) >= f->drain) {
         PyObject *report_args[] = {f->rewriter, Py_False};
         PyObject *reported = PyObject_Vectorcall(f->report, report_args, 2, NULL);
-        if (reported == NULL) Py_CLEAR(out);
         Py_XDECREF(reported);
-    }
-    if (out == NULL) { /* as the Python function: the error is told, the piece goes as it came */
-        PyObject *error = PyErr_GetRaisedException();
-        PyObject *told = PyObject_CallOneArg(f->on_error, error);
-        Py_DECREF(error);
-        if (told == NULL) return NULL;
-        Py_DECREF(told);
-        return Py_NewRef(data);
+        if (reported == NULL && feeder_told(f) < 0) { /* else what the rewriter gave goes */
+            Py_DECREF(out);
+            return NULL;
+        }
     }
     if (f->forward) {
         Py_DECREF(out);

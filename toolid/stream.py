@@ -324,10 +324,11 @@ def stream_function(
 
     ``report(rewriter, end)`` is called when the rewriter's changes reach ``drain_every``,
     when it has problems, and at the end (``end`` True): it takes them from the rewriter.
-    Should it raise, ``on_error(exc)`` is told and the piece goes out as it came.
-    ``forward_input``: every piece goes out as it came (the rewriter still reports). After the
-    end, pieces go out as they come, and the rewriter is let go (a proxy's flow, which holds
-    this function, may outlive the stream by a garbage collection).
+    Should it raise, ``on_error(exc)`` is told, and what the rewriter gave still goes out (no
+    byte is lost or sent twice); should the rewriter raise (it never does), the piece goes out
+    as it came. ``forward_input``: every piece goes out as it came (the rewriter still
+    reports). After the end, pieces go out as they come, and the rewriter is let go (a proxy's
+    flow, which holds this function, may outlive the stream by a garbage collection).
 
     With the native accelerator the common piece goes to ``sse_feed`` with no Python frame
     (``_native.Feeder``); the rest comes here.
@@ -339,16 +340,18 @@ def stream_function(
         rewriter = current
         if rewriter is None:  # called again after the end
             return data
+        if not data:
+            current = None
         try:
             out = rewriter.feed(data) if data else rewriter.finish()
+        except Exception as exc:  # it never raises; should it, the piece as it came
+            on_error(exc)
+            return data
+        try:
             if not data or rewriter.problems or len(rewriter.changes) >= drain_every:
                 report(rewriter, not data)
         except Exception as exc:
             on_error(exc)
-            return data
-        finally:
-            if not data:
-                current = None
         if forward_input:
             return data
         return out if (out or not data) else ()
