@@ -559,8 +559,8 @@ def _set_content(message: http.Message, content: bytes) -> None:
 
 
 def _api_of(flow: http.HTTPFlow) -> Api | None:
-    known = flow.metadata.get("toolid", {}).get("api")
-    return _APIS[known] if known else api_from_path(flow.request.path)
+    known = _APIS.get(flow.metadata.get("toolid", {}).get("api"))
+    return known or api_from_path(flow.request.path)
 
 
 _APIS: dict[str, Api] = {api.value: api for api in Api}
