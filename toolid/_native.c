@@ -42,6 +42,10 @@
  *   Python framing's). On an error, held has the held bytes and data, and changes is as it
  *   was.
  *
+ * Feeder(function, rewriter, report, on_error, drain_every, forward_input)
+ *   stream.stream_function's function of a stream's pieces: a piece on the rewriter's lane
+ *   (StreamRewriter.lane) goes to sse_feed here, everything else to the Python function.
+ *
  * encode_id(raw: str, profile: str) -> str
  *   codec.encode(raw, profile) (no occurrence tag): what define and refer give a call whose
  *   plain client id is free.
@@ -1153,10 +1157,6 @@ static PyObject *plain_encode(PyObject *raw, int call_profile) {
     return client;
 }
 
-/* The plain encoding of raw: codec.encode(raw, profile). */
-static PyObject *plain_encoding(const Calls *c, PyObject *raw) {
-    return plain_encode(raw, c->call_profile);
-}
 
 /* CallIds.define(call, key, raw). */
 static PyObject *define_call(Calls *c, PyObject *call, PyObject *key, PyObject *raw) {
@@ -1167,7 +1167,7 @@ static PyObject *define_call(Calls *c, PyObject *call, PyObject *key, PyObject *
         Py_DECREF(triple);
         return Py_XNewRef(known);
     }
-    PyObject *client = plain_encoding(c, raw), *pair = NULL;
+    PyObject *client = plain_encode(raw, c->call_profile), *pair = NULL;
     int clash = client ? PySet_Contains(c->given, client) : -1;
     PyObject *taken = PyList_GET_ITEM(c->taken, 0);
     if (clash == 0 && c->known == NULL) { /* once per call, until they are known for good */
@@ -1218,7 +1218,7 @@ static PyObject *refer_call(const Calls *c, PyObject *call, PyObject *raw) {
         known = PyDict_GetItemWithError(c->latest, raw);
         if (known == NULL && PyErr_Occurred()) return NULL;
     }
-    return known ? Py_NewRef(known) : plain_encoding(c, raw);
+    return known ? Py_NewRef(known) : plain_encode(raw, c->call_profile);
 }
 
 /* body._literal(client id): the client id itself (a str) when it has nothing to escape
@@ -1773,6 +1773,9 @@ static Py_ssize_t clean_boundary(const unsigned char *d, Py_ssize_t n) {
     }
 }
 
+#define SSE_FEED_USAGE \
+    "sse_feed(data: bytes, held: bytearray, limit, markers, changes, *encoder, fallback)"
+
 /* What sse_feed takes after the piece, read (a Feeder reads it once per lane, not per piece):
  * (held, limit, markers, changes, *encoder, fallback); the objects are the caller's. */
 typedef struct {
@@ -1784,9 +1787,7 @@ typedef struct {
 
 static int lane_from(Lane *l, PyObject *const *args) {
     if (!PyByteArray_CheckExact(args[0]) || !PyLong_Check(args[1]) || !PyList_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "sse_feed(data: bytes, held: bytearray, limit, markers, changes, "
-                        "*encoder, fallback)");
+        PyErr_SetString(PyExc_TypeError, SSE_FEED_USAGE);
         return 0;
     }
     l->held = args[0];
@@ -1899,9 +1900,7 @@ done:
 static PyObject *sse_feed(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     Lane lane;
     if (nargs != 11 || !PyBytes_CheckExact(args[0])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "sse_feed(data: bytes, held: bytearray, limit, markers, changes, "
-                        "*encoder, fallback)");
+        PyErr_SetString(PyExc_TypeError, SSE_FEED_USAGE);
         return NULL;
     }
     if (!lane_from(&lane, args + 1)) return NULL;

@@ -13,6 +13,8 @@ It is built with toolid when a C compiler is there (``setup.py``; ``scripts/prox
 - ``sse_feed``: the framing and encoding of the next piece of an event stream whose line
   endings are LF (``toolid.stream``), handing any event it does not vouch for to the Python
   path;
+- ``Feeder``: the function of a stream's pieces (``toolid.stream.stream_function``), giving
+  the pieces on the native lane to ``sse_feed`` with no Python frame;
 - ``first_marker``: where the first of a set of marker words starts
   (``toolid.markers.Markers.in_``);
 - ``encode_id``: the plain client id of one raw id (``toolid.codec.encode``, which stays the
