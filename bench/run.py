@@ -380,11 +380,12 @@ def _scaling(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
     first, last = series[0], series[-1]
     for key, per_rep in (("proxy", added), ("lib", lib)):
         if first in per_rep and last in per_rep:
-            growth = [
-                b / a for a, b in zip(per_rep[first], per_rep[last], strict=True) if a > 0
-            ] or [float("inf")]
-            out[f"{key}_per_call_growth_spread"] = library.spread(growth)
-            out[f"{key}_per_call_growth"] = out[f"{key}_per_call_growth_spread"]["median"]
+            # A ratio of added times: unmeasured (None) when the smaller history's added time
+            # is not above zero in any repeat (a short, noisy run can measure it so).
+            growth = [b / a for a, b in zip(per_rep[first], per_rep[last], strict=True) if a > 0]
+            spread = library.spread(growth) if growth else None
+            out[f"{key}_per_call_growth_spread"] = spread
+            out[f"{key}_per_call_growth"] = spread["median"] if spread else None
     if "lib_json_loads_ms" in rows[0] and "lib_json_loads_ms" in rows[-1]:
         # The reference's own growth: a linear-time parse slows per byte on 10 MiB here too.
         out["json_loads_per_call_growth"] = (rows[-1]["lib_json_loads_ms"] / last) / (
@@ -522,10 +523,10 @@ def _targets(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     def add(case_id: str, metric: str, op: str, limit: float, *, label: str, row: str = "") -> None:
         case = by_id.get(case_id)
-        value = case.get(metric) if case else None
-        if value is None:
-            return
-        ok = value >= limit if op == ">=" else value <= limit
+        if case is None or metric not in case:
+            return  # the case did not run
+        value = case[metric]  # None: not measurable in this run
+        ok = None if value is None else value >= limit if op == ">=" else value <= limit
         out.append(
             {
                 "row": row,
@@ -591,10 +592,21 @@ def _size(n: int) -> str:
     return f"{n / MiB:.1f} MiB" if n >= MiB else f"{n / KiB:.1f} KiB"
 
 
+def _tally(targets: list[dict[str, Any]]) -> str:
+    passed = sum(t["pass"] is True for t in targets)
+    missed = sum(t["pass"] is False for t in targets)
+    unmeasured = len(targets) - passed - missed
+    return f"{passed} PASS, {missed} MISS" + (f", {unmeasured} not measured" if unmeasured else "")
+
+
+def _verdict(passed: bool | None) -> str:
+    return "not measured" if passed is None else "PASS" if passed else "MISS"
+
+
 def _mark(targets: list[dict[str, Any]], case_id: str, metric: str) -> str:
     for t in targets:
         if t["case"] == case_id and t["metric"] == metric:
-            return f"<= {_num(t['limit'], 2)} {'PASS' if t['pass'] else 'MISS'}"
+            return f"<= {_num(t['limit'], 2)} {_verdict(t['pass'])}"
     return ""
 
 
@@ -676,7 +688,9 @@ def _scaling_rows(report: dict[str, Any]) -> list[str]:
         )
     parts = []
     for key, name in (("proxy_per_call_growth", "proxy added"), ("lib_per_call_growth", "library")):
-        if key in case:
+        if case.get(key) is None:
+            parts.append(f"{name}: not measurable in this run")
+        else:
             verdict = "linear" if case[key] <= case["linear_limit"] else "NOT linear"
             parts.append(
                 f"{name} x{_spread(case[key + '_spread'])} ({verdict}, "
@@ -835,12 +849,9 @@ def render(report: dict[str, Any]) -> str:
             + ("" if c["complete"] else "  (WARNING: a stream arrived incomplete)")
         )
     issue = [t for t in targets if t["row"]]
-    passed = sum(t["pass"] for t in targets)
     lines += [
         "",
-        f"issue #12 targets (rows 1-5, scaling): {sum(t['pass'] for t in issue)} PASS, "
-        f"{sum(not t['pass'] for t in issue)} MISS; all targets: {passed} PASS, "
-        f"{len(targets) - passed} MISS",
+        f"issue #12 targets (rows 1-5, scaling): {_tally(issue)}; all targets: {_tally(targets)}",
     ]
     return "\n".join(lines)
 

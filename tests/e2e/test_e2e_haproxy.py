@@ -56,6 +56,9 @@ PROCESSES = 3
 RAW_ID = "functions.get_weather:0"
 # One change line per flow; the lines of a quarter second share one log record, so only
 # the first of them carries the timestamp.
+# Each process adds this header to the requests it forwards, with its number (0, 1, 2).
+PROCESS_HEADER = "x-fleet-process"
+LOG_LINE_DEADLINE = 60.0  # seconds: only a line that never comes takes this long
 _TOOLID_LINE = re.compile(r"^(?:\[[\d:.]+\] )?toolid: \d+ (encoded|restored) .*\[POST \S+/s/(\w+)/")
 
 
@@ -120,20 +123,32 @@ class Fleet:
         return served
 
     def _served_turn(self, handle: ScenarioHandle, what: str) -> int:
-        """The one process whose toolid log says it ``what`` (encoded, restored) the ids of
-        ``handle``'s loop (waiting up to 5 s for the line)."""
-        deadline = time.monotonic() + 5.0
-        while True:
-            found = [
-                n
-                for n, proc in enumerate(self.procs)
-                for m in map(_TOOLID_LINE.match, proc.log_text().splitlines())
-                if m and m.groups() == (what, handle.key)
-            ]
-            if found or time.monotonic() > deadline:
-                assert len(found) == 1, f"ids of {handle.key} {what} by processes {found}"
-                return found[0]
-            time.sleep(0.02)
+        """The process that forwarded the turn in which ids of ``handle``'s loop were ``what``
+        (encoded: turn 1; restored: turn 2), as the upstream saw it (each process tags the
+        requests it forwards), once that process's toolid log says it did so, and no other's.
+
+        The upstream recorded the request before it answered, so the process is known at once;
+        the log line is waited for (change lines are written in batches, a quarter of a second
+        apart), as the event it is, with a deadline only against a line that never comes."""
+        exchange = handle.turn(1 if what == "encoded" else 2)
+        tag = exchange.header(PROCESS_HEADER)
+        assert tag is not None and tag.isdigit(), (PROCESS_HEADER, exchange.headers)
+        served = int(tag)
+
+        def logged(proc: Mitmdump) -> bool:
+            matches = map(_TOOLID_LINE.match, proc.log_text().splitlines())
+            return any(m and m.groups() == (what, handle.key) for m in matches)
+
+        deadline = time.monotonic() + LOG_LINE_DEADLINE
+        while not logged(self.procs[served]):
+            assert time.monotonic() < deadline, (
+                f"process {served} forwarded turn {exchange.turn} of {handle.key}, and its log "
+                f"never said the ids were {what}:\n{self.procs[served].log_text()[-4000:]}"
+            )
+            time.sleep(0.05)
+        others = [n for n, proc in enumerate(self.procs) if n != served and logged(proc)]
+        assert not others, f"ids of {handle.key} {what} by processes {others} too"
+        return served
 
     def next_in_turn(self) -> int:
         """The process HAProxy picks next: it takes turns, so the least recently used."""
@@ -151,6 +166,11 @@ class Fleet:
             time.sleep(0.1)
 
 
+def _tagging(process: int) -> dict[str, str]:
+    """The option with which process number ``process`` tags the requests it forwards."""
+    return {"modify_headers": f"/~q/{PROCESS_HEADER}/{process}"}
+
+
 @pytest.fixture(scope="module")
 def fleets(
     tmp_path_factory: pytest.TempPathFactory, upstream: UpstreamServer, tls_upstream: UpstreamServer
@@ -163,11 +183,11 @@ def fleets(
         pytest.fail(f"this test needs HAProxy: {e}", pytrace=False)
     workdir = tmp_path_factory.mktemp("haproxy")
     reverse = [
-        Mitmdump(workdir / f"reverse-{n}", f"reverse:{upstream.base_url}", {})
+        Mitmdump(workdir / f"reverse-{n}", f"reverse:{upstream.base_url}", _tagging(n))
         for n in range(PROCESSES)
     ]
     regular = [  # ssl_insecure: the TLS upstream's certificate is self-signed
-        Mitmdump(workdir / f"regular-{n}", "regular", {"ssl_insecure": "true"})
+        Mitmdump(workdir / f"regular-{n}", "regular", {"ssl_insecure": "true", **_tagging(n)})
         for n in range(PROCESSES)
     ]
     balancer = None
