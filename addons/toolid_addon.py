@@ -13,13 +13,12 @@ every tool-call id annotated, see ``toolid.annotate``) and the commands ``toolid
 from __future__ import annotations
 
 import asyncio
-import functools
 import importlib.util
 import logging
 import re
 import sys
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -27,17 +26,22 @@ from mitmproxy import command, contentviews, ctx, exceptions, http
 from mitmproxy import flow as mflow
 
 # mitmproxy puts only this file's folder on sys.path: an installed toolid is used if there is
-# one, else the checkout this file is in (__file__ may be relative: resolve it now).
+# one, else the checkout this file is in (__file__ may be relative: resolve it now). The
+# sibling modules (the contentview) are imported from this folder, as mitmproxy does.
 if importlib.util.find_spec("toolid") is None:
     sys.path.append(str(Path(__file__).resolve().parents[1]))
+if importlib.util.find_spec("toolid_view") is None:
+    sys.path.append(str(Path(__file__).resolve().parent))
 
-from toolid import PROFILES, annotate, body, codec, report, rules, scope
+from toolid_view import ToolIdView, api_of
+
+import toolid
+from toolid import PROFILES, Change, annotate, codec, report, rules, scope
 from toolid.apis import api_from_path
-from toolid.body import Change, Direction, Policy, RewriteError
 from toolid.codec import Profile
-from toolid.occurrence import NOTHING_TAKEN, CallIds, Taken
-from toolid.positions import Api, Doc, has_references
-from toolid.stream import DEFAULT_MAX_EVENT_BYTES, StreamRewriter, stream_function
+from toolid.occurrence import NOTHING_TAKEN, Taken
+from toolid.rewrite import Rewritten
+from toolid.stream import DEFAULT_MAX_EVENT_BYTES
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +180,6 @@ class ToolId:
 
     def done(self) -> None:
         self._flush_lines()
-        _unregister(self.view)
 
     def _tunnel_other_hosts(self) -> None:
         """Leave TLS to hosts outside toolid_hosts uninterrupted (mitmproxy allow_hosts), so
@@ -275,31 +278,35 @@ class ToolId:
         content = self._json_body(flow, request, "request")
         if content is None:
             return
-        api = api_from_path(request.path)
-        policy = _policy(Direction.DECODE, self.profile, self._rules_for(flow))
-        plan = self._rewrite_body(flow, request, content, api, policy)
-        if api is not None and not self.observe and _streaming_requested(content, plan.document):
+        result = toolid.rewrite_request(
+            content, path=request.path, rules=self._rules_for(flow), profile=self.profile
+        )
+        self._apply(flow, request, "request", result)
+        self._comment(flow)  # a response's comment is written once, by _finish
+        if not self.observe and api_from_path(request.path) and result.asks_to_stream():
             _set_header(request, b"accept-encoding", b"identity")
-        if plan.api is not None:
-            self._record(flow)["api"] = plan.api.value
-        defined = plan.definitions()
-        if defined is not None:  # the request was read already: its definitions are known
-            self._taken[flow] = Taken.of(defined)
-        else:
-            self._taken[flow] = Taken(content, plan.api or api)
+        if result.api is not None:
+            self._record(flow)["api"] = result.api.value
+        self._taken[flow] = result.taken
 
     def _rewrite_response(self, flow: http.HTTPFlow, response: http.Response) -> None:
         content = self._json_body(flow, response, "response")
         if content is not None:
-            policy = _policy(Direction.ENCODE, self.profile)
-            api = _api_of(flow)
-            calls = self._calls(flow, policy, api, Doc.RESPONSE)
-            self._rewrite_body(flow, response, content, api, policy, calls=calls)
+            taken = self._taken.pop(flow, NOTHING_TAKEN)
+            result = toolid.rewrite_response(
+                content, api=api_of(flow), taken=taken, profile=self.profile
+            )
+            self._apply(flow, response, "response", result)
 
-    def _calls(self, flow: http.HTTPFlow, policy: Policy, api: Api | None, doc: Doc) -> CallIds:
-        """The client ids of the response's tool calls, tagged against its request's history."""
-        taken = self._taken.pop(flow, NOTHING_TAKEN)
-        return CallIds(policy.profile, taken, references=has_references(api, doc))
+    def _apply(
+        self, flow: http.HTTPFlow, message: http.Message, side: str, result: Rewritten
+    ) -> None:
+        """Record what rewriting a body did, and put the new body in (unless observing)."""
+        for problem in result.problems:
+            self._problem(flow, problem)
+        self._note(flow, side, result.changes)
+        if not self.observe and result.changed:
+            _set_content(message, result.body)
 
     def _json_body(self, flow: http.HTTPFlow, message: http.Message, side: str) -> bytes | None:
         """The decoded body of a JSON message; None when absent, empty or not JSON, or when
@@ -318,86 +325,60 @@ class ToolId:
             return None
         return content or None
 
-    def _rewrite_body(
-        self,
-        flow: http.HTTPFlow,
-        message: http.Message,
-        content: bytes,
-        api: Api | None,
-        policy: Policy,
-        *,
-        calls: CallIds | None = None,
-    ) -> body.Plan:
-        side = "request" if policy.direction is Direction.DECODE else "response"
-        doc = Doc.REQUEST if side == "request" else Doc.RESPONSE
-        new, plan = self._apply(flow, content, api, doc, policy, calls=calls)
-        self._note(flow, side, plan.changes)
-        if side == "request":  # a response's comment is written once, by _finish
-            self._comment(flow)
-        if new is not content:
-            _set_content(message, new)
-        return plan
-
-    def _apply(
-        self,
-        flow: http.HTTPFlow,
-        content: bytes,
-        api: Api | None,
-        doc: Doc,
-        policy: Policy,
-        *,
-        calls: CallIds | None,
-    ) -> tuple[bytes, body.Plan]:
-        try:
-            new, plan = body.rewrite(content, api, doc, policy, calls)
-        except RewriteError as exc:
-            self._problem(flow, f"{doc.value} left unchanged: {exc}")
-            return content, body.NOTHING
-        if self.observe:
-            return content, plan
-        return new, plan
-
     def _start_stream(self, flow: http.HTTPFlow, response: http.Response) -> None:
-        encoding = _header(response, b"content-encoding") or ""
-        policy = _policy(Direction.ENCODE, self.profile)
-        api = _api_of(flow)
-        rewriter = StreamRewriter(
-            api,
-            policy,
-            content_encoding=encoding,
+        stream = toolid.ResponseStream(
+            api=api_of(flow),
+            taken=self._taken.pop(flow, NOTHING_TAKEN),
+            profile=self.profile,
+            content_encoding=_header(response, b"content-encoding") or "",
             max_event_bytes=self.max_event_bytes,
-            calls=self._calls(flow, policy, api, Doc.EVENT),
         )
-        observe = self.observe
         self._record(flow)["streamed"] = True
-        if not observe:
+        if not self.observe:
             if _header(response, b"content-length") is not None:  # event streams seldom have one
                 response.headers.pop("content-length", None)
-            if rewriter.decodes:
+            if stream.decodes:
                 response.headers.pop("content-encoding", None)
-        response.stream = self._stream_callable(flow, rewriter, observe)
+        response.stream = self._stream_callable(flow, stream)
 
     def _stream_callable(
-        self, flow: http.HTTPFlow, rewriter: StreamRewriter, observe: bool
-    ) -> Callable[[bytes], bytes | Iterable[bytes]]:
-        # The callbacks take the rewriter as an argument: the function drops it at the end.
-        def report(rewriter: StreamRewriter, end: bool) -> None:
-            # Drain what the rewriter reported, in batches (the UI shows a flow again at its
-            # end anyway) and at the end: the flow's records are capped, so an endless stream
-            # holds no growing list here either.
-            if end or len(rewriter.changes) >= DRAIN_EVERY:
-                self._note(flow, "response", rewriter.changes)
-                rewriter.changes.clear()
-            for problem in rewriter.problems:
-                self._problem(flow, problem)
-            rewriter.problems.clear()
+        self, flow: http.HTTPFlow, stream: toolid.ResponseStream
+    ) -> Callable[[bytes], bytes | tuple[()]]:
+        """The function mitmproxy calls with each piece of the body, and with b"" at its end.
 
-        def on_error(exc: Exception) -> None:  # never let an exception reach mitmproxy's loop
-            self._problem(flow, f"stream rewriting failed: {exc!r}")
+        It gives what goes out now, and ``()`` to hold the piece back (b"" before the end
+        would end a chunked body). Changes are recorded in batches of DRAIN_EVERY and at the
+        end (the flow's records are capped, so an endless stream holds no growing list);
+        problems at once. Observing, every piece goes out as it came. After the end, pieces
+        pass as they come and the stream's state is let go (the flow may outlive it)."""
+        current: list[toolid.ResponseStream] = [stream]
+        pending: list[Change] = []
+        observe = self.observe
 
-        return stream_function(
-            rewriter, report, on_error, drain_every=DRAIN_EVERY, forward_input=observe
-        )
+        def function(data: bytes) -> bytes | tuple[()]:
+            if not current:
+                return data
+            try:
+                result = current[0].feed(data) if data else current[0].finish()
+            except Exception as exc:  # it never raises; should it, the piece as it came
+                self._problem(flow, f"stream rewriting failed: {exc!r}")
+                return data
+            if not data:
+                current.clear()
+            try:
+                pending.extend(result.changes)
+                if not data or len(pending) >= DRAIN_EVERY:
+                    self._note(flow, "response", pending)
+                    pending.clear()
+                for problem in result.problems:
+                    self._problem(flow, problem)
+            except Exception as exc:  # never let an exception reach mitmproxy's loop
+                self._problem(flow, f"stream rewriting failed: {exc!r}")
+            if observe:
+                return data
+            return result.body if (result.body or not data) else ()
+
+        return function
 
     # --- scope and bookkeeping ---------------------------------------------------------------
 
@@ -494,34 +475,6 @@ class ToolId:
 _DEFAULT_HOST_RULES = scope.parse_assignments(rules.DEFAULT_HOST_RULES, rules.RULE_SETS)
 
 
-def _streaming_requested(content: bytes, document: Any = None) -> bool:
-    """Whether a request body says ``"stream": true``: read off the parsed ``document`` when
-    there is one, else by a byte search for the member name (far cheaper on a long history
-    than a regex tried at every quote)."""
-    if isinstance(document, dict):
-        return document.get("stream") is True
-    at = content.find(b'"stream"')
-    while at >= 0:
-        if _STREAM_VALUE.match(content, at + 8):
-            return True
-        at = content.find(b'"stream"', at + 8)
-    return False
-
-
-def _policy(
-    direction: Direction, profile: Profile, rule_set: rules.RuleSet | None = None
-) -> Policy:
-    """The flow's policy (frozen: those without rules are made once)."""
-    if rule_set is None:
-        return _plain_policy(direction, profile)
-    return Policy(direction, profile, rule_set)
-
-
-@functools.cache
-def _plain_policy(direction: Direction, profile: Profile) -> Policy:
-    return Policy(direction, profile)
-
-
 def _header(message: http.Message, name: bytes) -> str | None:
     """``message.headers.get(name)`` (``name`` in lower case), read off the header fields:
     mitmproxy's own lookup costs microseconds, and each flow asks a few times."""
@@ -556,14 +509,6 @@ def _set_content(message: http.Message, content: bytes) -> None:
     else:
         message.raw_content = content
         _set_header(message, b"content-length", str(len(content)).encode())
-
-
-def _api_of(flow: http.HTTPFlow) -> Api | None:
-    known = _APIS.get(flow.metadata.get("toolid", {}).get("api"))
-    return known or api_from_path(flow.request.path)
-
-
-_APIS: dict[str, Api] = {api.value: api for api in Api}
 
 
 def _is_json(content_type: str) -> bool:
@@ -646,7 +591,7 @@ def _sightings_in(
 ) -> list[tuple[annotate.Side, str, str]]:
     record = flow.metadata.get("toolid")
     record = record if isinstance(record, dict) else {}
-    api = _api_of(flow)
+    api = api_of(flow)
     found: list[tuple[annotate.Side, str, str]] = []
     sides: tuple[tuple[annotate.Side, http.Message | None], ...] = (
         ("request", flow.request),
@@ -677,92 +622,6 @@ def _sightings_in(
                 event = "" if sighting.event is None else f"event {sighting.event} "
                 found.append((side, event + sighting.path, ""))
     return found
-
-
-# --- the contentview ---------------------------------------------------------------------------
-
-VIEW_PRIORITY = 2.0  # above mitmproxy's JSON view (1): offered first for LLM API flows
-_PRIORITY_SCAN_LIMIT = 4 * 1024 * 1024  # larger bodies of unrecognised paths are not parsed
-
-
-class ToolIdView(contentviews.Contentview):
-    """Request and response bodies (JSON, SSE) with every tool-call id annotated."""
-
-    @property
-    def name(self) -> str:
-        return "toolid"
-
-    @property
-    def syntax_highlight(self) -> contentviews.SyntaxHighlight:
-        return "yaml"  # JSON is YAML; the annotations are YAML comments
-
-    def prettify(self, data: bytes, metadata: contentviews.Metadata) -> str:
-        side, flow = _side_and_flow(metadata)
-        if side is None:
-            raise ValueError("not an HTTP body")
-        api = _api_of(flow) if flow else None
-        kind = annotate.body_kind(data, metadata.content_type)
-        text = annotate.annotate(data, side, api, kind=kind, profile=_profile())
-        notes = _flow_notes(flow, side) if flow else []
-        return "\n".join([*notes, text])
-
-    def render_priority(self, data: bytes, metadata: contentviews.Metadata) -> float:
-        side, flow = _side_and_flow(metadata)
-        if side is None or not data:
-            return -1
-        kind = annotate.body_kind(data, metadata.content_type)
-        if kind is None:
-            return -1
-        if flow is not None and (_api_of(flow) is not None or _flow_notes(flow, side)):
-            return VIEW_PRIORITY
-        if len(data) <= _PRIORITY_SCAN_LIMIT and annotate.sightings(data, side, kind=kind):
-            return VIEW_PRIORITY
-        return 0
-
-
-def _side_and_flow(
-    metadata: contentviews.Metadata,
-) -> tuple[annotate.Side | None, http.HTTPFlow | None]:
-    message = metadata.http_message
-    flow = metadata.flow if isinstance(metadata.flow, http.HTTPFlow) else None
-    if isinstance(message, http.Request):
-        return "request", flow
-    if isinstance(message, http.Response):
-        return "response", flow
-    return None, None
-
-
-def _flow_notes(flow: http.HTTPFlow, side: annotate.Side) -> list[str]:
-    """What toolid recorded for this side of the flow, as comment lines."""
-    record = flow.metadata.get("toolid")
-    if not isinstance(record, dict):
-        return []
-    notes = []
-    if changes := record.get(side):
-        observe = bool(record.get("observe"))
-        label = "toolid (observe)" if observe else "toolid"
-        notes.append(f"# {label} on this {side}: {report.summary(changes, observe=observe)}")
-    notes.extend(f"# toolid problem: {problem}" for problem in record.get("problems", ()))
-    return notes
-
-
-def _profile() -> codec.Profile:
-    try:
-        profile = ctx.options.toolid_profile
-    except AttributeError:  # no master, or the option is not loaded
-        return "safe"
-    return "call" if profile == "call" else "safe"
-
-
-def _unregister(view: ToolIdView) -> None:
-    """Take ``view`` out of mitmproxy's contentview registry, if it is still the one there.
-
-    mitmproxy 12 has no public way to remove a contentview (``contentviews.remove`` is a
-    deprecated no-op), so this reaches into the registry's table, carefully.
-    """
-    table = getattr(contentviews.registry, "_by_name", None)
-    if isinstance(table, dict) and table.get(view.name) is view:
-        del table[view.name]
 
 
 addons = [ToolId()]

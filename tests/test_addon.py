@@ -34,6 +34,7 @@ from addons.toolid_addon import (
 from tests.test_jsonparse import stdlib_only
 from toolid import body as body_module
 from toolid import encode, native
+from toolid import rewrite as rewrite_module
 from toolid.stream import StreamRewriter
 
 RAW = "functions.get_weather:0"
@@ -491,7 +492,7 @@ def test_observe_mode_stream_passes_bytes_unchanged(addon):
 
 @pytest.fixture(params=["native", "python"])
 def either_path(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The stream function with the native accelerator (``_native.Feeder``) and without."""
+    """The stream function with the native accelerator (its parser) and without."""
     if request.param == "native" and not native.accelerated():
         pytest.skip("the native accelerator is not built")
     with contextlib.ExitStack() as stack:
@@ -516,8 +517,8 @@ def test_stream_exception_falls_back_to_pass_through(addon, caplog, either_path,
 
 
 def test_stream_exception_in_reporting_loses_no_byte(addon, caplog, either_path, monkeypatch):
-    """Reporting fails on a piece past the stream's start (the native function handles such
-    a piece itself): what the rewriter gave for it still goes out, and the failure is told."""
+    """Reporting fails on a piece past the stream's start: what the rewriter gave for it
+    still goes out, and the failure is told."""
     toolid, _ = addon
     monkeypatch.setattr(toolid_addon, "DRAIN_EVERY", 1)  # report at the first change
     flow = sse_flow()
@@ -630,7 +631,7 @@ def test_a_stream_lets_go_of_its_rewriter_at_its_end(addon, either_path, monkeyp
             super().__init__(*args, **kwargs)
             made.append(weakref.ref(self))
 
-    monkeypatch.setattr(toolid_addon, "StreamRewriter", Watched)
+    monkeypatch.setattr(rewrite_module, "StreamRewriter", Watched)
     flow = sse_flow()
     toolid.responseheaders(flow)
     callable_ = flow.response.stream

@@ -1,8 +1,8 @@
-"""Differential test of the body rewriter (issue 12): the faster ``toolid.body`` gives the
-same bytes, plan and changes as the rewriter before it (``tests/legacy_body.py``, frozen), with
-the orjson accelerator and without it, on
-the recorded bodies and on the fuzzed corpora: documents of every API spelled every legal way,
-duplicate members, random bytes, occurrence tags with histories, and every rule set."""
+"""Differential test of the body rewriter across its backends: with the standard library
+alone, with the native parser (toolid/prune.py), and with orjson and the native parser, it
+gives the same bytes, plan and changes (or the same error), on the recorded bodies and on
+the fuzzed corpora: documents of every API spelled every legal way, duplicate members,
+random bytes, occurrence tags with histories, and every rule set."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests import legacy_body
 from tests.fuzz.test_fuzz_body import chaos_case
 from tests.test_jsonparse import stdlib_only
 from toolid import body, codec
@@ -34,7 +33,6 @@ ALL_POLICIES = [
 
 
 def outcome(
-    module: Any,
     document: bytes,
     api: Api | None,
     doc: Doc,
@@ -47,7 +45,7 @@ def outcome(
         CallIds(policy.profile, Taken.of(history)) if policy.direction is Direction.ENCODE else None
     )
     try:
-        out, plan = module.rewrite(document, api, doc, policy, calls)
+        out, plan = body.rewrite(document, api, doc, policy, calls)
     except RewriteError as exc:
         return ("error", str(exc))
     return ("ok", out, plan)
@@ -56,19 +54,18 @@ def outcome(
 def same(
     document: bytes, api: Api | None, doc: Doc, policy: Policy, history: tuple[str, ...] = ()
 ) -> None:
-    """Old and new agree, the new one with no accelerator, with the native one alone, and with
-    both (orjson and the native parser, toolid/prune.py)."""
+    """The backends agree: pure Python (the reference), the native parser alone, and both
+    orjson and the native parser."""
     with stdlib_only():
-        old = outcome(legacy_body, document, api, doc, policy, history=history)
-        slow = outcome(body, document, api, doc, policy, history=history)
+        slow = outcome(document, api, doc, policy, history=history)
     with stdlib_only(native=True):
-        native = outcome(body, document, api, doc, policy, history=history)
-    fast = outcome(body, document, api, doc, policy, history=history)
-    for new in (slow, native, fast):
-        assert new[0] == old[0], (old, new)
-        if old[0] == "ok":
-            assert new[1] == old[1]
-            assert new[2] == old[2]
+        native = outcome(document, api, doc, policy, history=history)
+    fast = outcome(document, api, doc, policy, history=history)
+    for new in (native, fast):
+        assert new[0] == slow[0], (slow, new)
+        if slow[0] == "ok":
+            assert new[1] == slow[1]
+            assert new[2] == slow[2]
 
 
 @pytest.mark.parametrize("path", sorted(DATA.glob("*.json")), ids=lambda p: p.name)

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from mitmproxy import contentviews
 from mitmproxy.test import taddons, tflow
+from toolid_view import VIEW_PRIORITY, ToolIdView
 
-from addons.toolid_addon import VIEW_PRIORITY, ToolId, ToolIdView
+from addons.toolid_addon import ToolId
 from toolid import annotate, encode
 from toolid.positions import Api
 
@@ -361,17 +362,16 @@ def test_broken_json_on_llm_path_falls_back_to_raw(tctx):
 # --- registration --------------------------------------------------------------------------------
 
 
-def test_registered_on_load_replaced_on_reload_removed_on_done():
+def test_registered_on_load_replaced_on_reload():
+    """mitmproxy keys contentviews by name: a reloaded script's view replaces the old one (it
+    has no public way to remove one, so a stale instance going away leaves it alone)."""
     first, second = ToolId(), ToolId()
     with taddons.context(first) as context:
         assert contentviews.registry["toolid"] is first.view
         assert "toolid" in contentviews.registry.available_views()
         context.master.addons.remove(first)  # done
-        assert "toolid" not in contentviews.registry
         context.master.addons.add(second)  # the reloaded script
         assert contentviews.registry["toolid"] is second.view
         assert list(contentviews.registry).count("toolid") == 1
         first.done()  # a stale instance going away leaves the current view alone
         assert contentviews.registry["toolid"] is second.view
-        context.master.addons.remove(second)
-        assert "toolid" not in contentviews.registry

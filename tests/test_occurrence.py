@@ -214,21 +214,6 @@ _STEPS = st.lists(
 )
 
 
-@given(steps=_STEPS, taken=st.lists(st.sampled_from(["a", "tid1_a-_2", "tid1_tid1_a"])))
-def test_refer_answers_alike_whether_its_maps_are_kept_or_not(
-    steps: list[tuple[bool, tuple[int], str, str]], taken: list[str]
-) -> None:
-    """A ``CallIds`` for a document without references keeps no maps for ``refer``: asked
-    anyway, it gives what one that keeps them gives."""
-    kept = CallIds("safe", Taken.of(taken))
-    unkept = CallIds("safe", Taken.of(taken), references=False)
-    for define, call, key, raw in steps:
-        if define:
-            assert unkept.define(call, key, raw) == kept.define(call, key, raw)
-        else:
-            assert unkept.refer(call, raw) == kept.refer(call, raw)
-
-
 def test_history_with_tagged_ids_skips_taken_tags() -> None:
     """Tags already in the history (1st and 3rd: the 2nd was edited away) are skipped."""
     calls = CallIds("safe", Taken(dumps(chat_history(GLOB_1, GLOB_3)), Api.CHAT))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import itertools
 import json
@@ -19,13 +18,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import streams
-from tests.test_jsonparse import stdlib_only
 from toolid import body, native
 from toolid.body import Direction, Policy, RewriteError
 from toolid.codec import encode
 from toolid.occurrence import Taken
 from toolid.positions import Api, Doc
-from toolid.stream import StreamRewriter, stream_function
+from toolid.stream import StreamRewriter
 
 ENCODE = Policy(Direction.ENCODE)
 DECODE = Policy(Direction.DECODE)
@@ -739,68 +737,6 @@ def test_oversized_events_under_any_split(cuts: list[int], eol: str, size: int) 
     assert [c.raw for c in rewriter.changes] == [KIMI] * 3
 
 
-# --- the stream function ----------------------------------------------------------------------
-
-
-def _through_function(
-    case: Case, pieces: list[bytes], drain_every: int, forward: bool
-) -> tuple[list[Any], list[Any], list[Exception]]:
-    """What ``stream_function`` gives for each piece and the end, what it reported (a copy of
-    the changes and problems it was given each time) and the errors it told."""
-    reports: list[Any] = []
-    errors: list[Exception] = []
-
-    def report(rewriter: StreamRewriter, end: bool) -> None:
-        reports.append((end, list(rewriter.changes), list(rewriter.problems)))
-        if end or len(rewriter.changes) >= drain_every:
-            rewriter.changes.clear()
-        rewriter.problems.clear()
-
-    rewriter = StreamRewriter(case.rewriter_api(), ENCODE, max_event_bytes=200)
-    function = stream_function(
-        rewriter, report, errors.append, drain_every=drain_every, forward_input=forward
-    )
-    outs = [function(piece) for piece in pieces]
-    outs.append(function(b""))
-    outs.append(function(b"data: after the end\n\n"))
-    return outs, reports, errors
-
-
-@pytest.mark.skipif(not native.accelerated(), reason="the native accelerator is not built")
-@settings(max_examples=200, deadline=None)
-@given(
-    case=cases(),
-    cuts=st.lists(st.integers(min_value=0), max_size=12),
-    drain_every=st.integers(1, 4),
-    forward=st.booleans(),
-    oversized=st.booleans(),
-)
-def test_the_native_stream_function_is_the_python_one(
-    case: Case, cuts: list[int], drain_every: int, forward: bool, oversized: bool
-) -> None:
-    """``_native.Feeder`` (the pieces on the lane handled natively) gives, reports and tells
-    what the Python function gives, piece by piece, reused ids and oversized events too."""
-    source = case.body() + case.body()
-    if oversized:  # an event over max_event_bytes: a problem reported mid-stream
-        source += b"data: " + b"x" * 300 + case.eol.encode() * 2 + case.body()
-    pieces = [piece for piece in split_at(source, cuts) if piece]  # b"": the end
-    native_run = _through_function(case, pieces, drain_every, forward)
-    with stdlib_only():
-        python_run = _through_function(case, pieces, drain_every, forward)
-    assert native_run == python_run
-    outs = native_run[0]
-    assert all(out != b"" for out in outs[: len(pieces)])  # () holds: b"" would end the body
-    assert outs[-1] == b"data: after the end\n\n"
-    assert b"".join(piece for out in outs[:-1] for piece in ([out] if out else [])) == (
-        source if forward else case_out(case, source)
-    )
-
-
-def case_out(case: Case, source: bytes) -> bytes:
-    out, _ = run([source], case.rewriter_api(), max_event_bytes=200)
-    return out
-
-
 # --- never raising ----------------------------------------------------------------------------
 
 
@@ -829,51 +765,6 @@ def test_unexpected_error_loses_no_byte(monkeypatch: pytest.MonkeyPatch) -> None
     out, rewriter = run([source], Api.CHAT)
     assert len(rewriter.problems) == 1
     assert sorted(out) == sorted(source)  # the same bytes (for their order, see below)
-
-
-@pytest.mark.skipif(not native.accelerated(), reason="the native accelerator is not built")
-def test_unexpected_error_in_the_native_framing_unrecords_its_changes(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The first event is encoded natively, the second (two data lines) fails in ``_event``:
-    both go out as they came, so no change is recorded for either."""
-    monkeypatch.setattr(StreamRewriter, "_event", _boom)
-    two_lines = chat_tool_event("get_time:1").replace(b'{"', b'{\ndata: "', 1)
-    source = chat_tool_event(KIMI) + two_lines
-    rewriter = StreamRewriter(Api.CHAT, ENCODE)
-    rewriter._at_start = False  # as after a first event
-    assert rewriter.feed(source) == source
-    assert rewriter.changes == []
-    assert len(rewriter.problems) == 1 and "boom" in rewriter.problems[0]
-
-
-@pytest.mark.skipif(not native.accelerated(), reason="the native accelerator is not built")
-def test_unexpected_error_in_the_native_framing_through_the_stream_function(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The same failure on the lane of ``_native.Feeder``: the piece goes out as it came, the
-    problem is reported, and the rest passes through, as without the accelerator."""
-    monkeypatch.setattr(StreamRewriter, "_event", _boom)
-    two_lines = chat_tool_event("get_time:1").replace(b'{"', b'{\ndata: "', 1)
-    pieces = [b": opening the lane\n\n", chat_tool_event(KIMI) + two_lines, two_lines]
-
-    def through(native_on: bool) -> tuple[list[Any], list[Any]]:
-        reported: list[Any] = []
-
-        def report(rewriter: StreamRewriter, end: bool) -> None:
-            reported.append((end, list(rewriter.changes), list(rewriter.problems)))
-            rewriter.changes.clear()
-            rewriter.problems.clear()
-
-        with contextlib.nullcontext() if native_on else stdlib_only():
-            rewriter = StreamRewriter(Api.CHAT, ENCODE)
-            function = stream_function(rewriter, report, _boom, drain_every=8)
-            return [function(piece) for piece in [*pieces, b""]], reported
-
-    outs, reported = through(native_on=True)
-    assert (outs, reported) == through(native_on=False)
-    assert outs[1:3] == pieces[1:]
-    assert reported[0][2] and "boom" in reported[0][2][0]
 
 
 def test_unexpected_error_keeps_the_byte_order(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,11 +1,7 @@
-"""Differential test for issue 12: ``StreamRewriter`` against the rewriter it replaced.
-
-The new rewriter frames only the events around marker hits and forwards the runs of
-events between them in one piece (``EventFramer.feed_marked``). It must be invisible:
-``tests/legacy_stream.py`` keeps the pre-issue-12 rewriter, which frames and checks every
-event, and here both are fed the same pieces and must return the same bytes from every
-``feed`` (so each event still goes out the moment it is complete), hold the same number of
-bytes after it, and end with the same ``finish``, changes, problems and API.
+"""Differential test of ``StreamRewriter`` across its backends: with the native parser and
+orjson, and as pure standard-library Python, fed the same pieces, it returns the same bytes
+from every ``feed`` (so each event still goes out the moment it is complete) and ends with
+the same ``finish``, changes, problems and API.
 
 Corpora: the recorded streams (tests/data/*.sse) in every line ending; the fixture
 streams of tests/streams.py as hypothesis cases (tests/test_stream.py ``cases``); those
@@ -30,7 +26,6 @@ from tests import streams
 from tests.fuzz.budget import fuzz
 from tests.fuzz.strategies import chaos
 from tests.fuzz.test_fuzz_stream import mutated
-from tests.legacy_stream import LegacyStreamRewriter
 from tests.test_jsonparse import stdlib_only
 from tests.test_stream import (
     ARBITRARY,
@@ -44,7 +39,7 @@ from tests.test_stream import (
     chunks,
     split_at,
 )
-from toolid import body, codec, native
+from toolid import body, codec
 from toolid.body import Direction, Policy
 from toolid.markers import Markers
 from toolid.occurrence import CallIds, Taken
@@ -62,7 +57,7 @@ EOLS = [streams.LF, streams.CRLF, streams.CR]
 
 @dataclass(frozen=True)
 class Setup:
-    """How both rewriters are built."""
+    """How the rewriters are built."""
 
     api: Api | None
     policy: Policy = ENCODE
@@ -84,25 +79,20 @@ class Setup:
 
 
 def assert_same(pieces: list[bytes], setup: Setup) -> StreamRewriter:
-    """Feed ``pieces`` to the old rewriter and the new one, the new one with its accelerators
-    (when built) and as pure Python; everything observable must be equal."""
-    old = setup.build(LegacyStreamRewriter)
+    """Feed ``pieces`` to the rewriter with its accelerators (when built) and as pure
+    Python; everything observable must be equal."""
     new, slow = setup.build(StreamRewriter), setup.build(StreamRewriter)
     for index, piece in enumerate(pieces):
-        expected = old.feed(piece)
-        assert new.feed(piece) == expected, f"piece {index} of {len(pieces)}"
+        expected = new.feed(piece)
         with stdlib_only():
             assert slow.feed(piece) == expected, f"piece {index} of {len(pieces)}, pure Python"
-        assert len(new._framer) == len(slow._framer) == len(old._framer), f"held after {index}"
-    expected = old.finish()
-    assert new.finish() == expected
+    expected = new.finish()
     with stdlib_only():
         assert slow.finish() == expected
-    for rewriter in (new, slow):
-        assert rewriter.changes == old.changes
-        assert rewriter.problems == old.problems
-        assert rewriter.api == old.api
-        assert rewriter.decodes == old.decodes
+    assert slow.changes == new.changes
+    assert slow.problems == new.problems
+    assert slow.api == new.api
+    assert slow.decodes == new.decodes
     return new
 
 
@@ -354,16 +344,3 @@ def test_only_events_around_hits_are_looked_at(eol: str, monkeypatch: pytest.Mon
     tool = sum(b'"tool_calls"' in data for data in looked_at)
     assert tool == 100
     assert len(looked_at) - tool <= len(pieces)
-
-
-@pytest.mark.skipif(not native.accelerated(), reason="the native accelerator is not built")
-def test_the_native_accelerator_frames_and_encodes_lf_streams(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """As above, LF line endings, with the native accelerator: no event reaches the Python
-    ``_event`` but one of two data lines (only one-line events are encoded natively)."""
-    two_lines = streams.render([streams.chat_events("functions.g:0")[2]])
-    two_lines = two_lines.replace(b'{"', b'{\ndata: "', 1)
-    assert two_lines.count(b"data:") == 2
-    pieces = chunks(tool_call_every_20() + two_lines, 16 * 1024)
-    assert events_looked_at(pieces, monkeypatch) == [two_lines]

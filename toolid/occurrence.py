@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Final
 
 from toolid import codec, jsonparse
 from toolid.apis import api_from_shape
@@ -113,22 +113,13 @@ NOTHING_TAKEN: Final = Taken()
 class CallIds:
     """The client ids of the tool calls of one response (buffered, or a whole stream)."""
 
-    def __init__(
-        self,
-        profile: codec.Profile = "safe",
-        taken: Taken = NOTHING_TAKEN,
-        *,
-        references: bool = True,
-    ) -> None:
-        """``references``: whether the response may refer to its calls (``refers``); when not
-        (a Chat response), ``define`` keeps no index for ``refer``, which then works it out
-        from the calls each time."""
+    def __init__(self, profile: codec.Profile = "safe", taken: Taken = NOTHING_TAKEN) -> None:
         self.profile: codec.Profile = profile
         self.taken = taken
         self._calls: dict[tuple[Call, str, str], str] = {}  # (call, key, raw) -> client id
         # What refer reads: (call, raw) -> client id, and raw -> client id of its latest call
-        self._by_call: dict[tuple[Call, str], str] | None = {} if references else None
-        self._latest: dict[str, str] | None = {} if references else None
+        self._by_call: dict[tuple[Call, str], str] = {}
+        self._latest: dict[str, str] = {}
         self._given: set[str] = set()  # client ids given to this response's calls
         self._tagged: set[str] = set()  # raw ids some call of which got an occurrence tag
 
@@ -155,37 +146,13 @@ class CallIds:
         if occurrence > 1:
             self._tagged.add(raw)
         self._calls[(call, key, raw)] = client
-        if self._by_call is not None and self._latest is not None:
-            self._by_call[(call, raw)] = self._latest[raw] = client
+        self._by_call[(call, raw)] = self._latest[raw] = client
         self._given.add(client)
         return client
-
-    def native_state(self) -> tuple[Any, ...]:
-        """What the native encoder reads and writes to answer ``define`` and ``refer`` as
-        they do, on this same state: (the three maps (``refer``'s two None when not kept),
-        the given set, ``[taken]`` (asked for ``known()`` ids when a call is first defined,
-        once per call of the encoder; the list then holds them once they are known for
-        good), the profile, ``define`` for the calls that need a tag, ``refer`` for
-        references when its maps are not kept)."""
-        return (
-            self._calls,
-            self._by_call,
-            self._latest,
-            self._given,
-            [self.taken],
-            self.profile,
-            self.define,
-            self.refer,
-        )
 
     def refer(self, call: Call, raw: str) -> str:
         """The client id a reference to ``raw`` gets: that of the call with this raw id and
         the same number (an event about that call), else of the latest call with this raw
         id, else its plain encoding (the call is not in this response)."""
-        by_call, latest = self._by_call, self._latest
-        if by_call is None or latest is None:  # not kept: as define would have kept them
-            by_call, latest = {}, {}
-            for (number, _, defined), client in self._calls.items():
-                by_call[(number, defined)] = latest[defined] = client
-        known = by_call.get((call, raw)) or latest.get(raw)
+        known = self._by_call.get((call, raw)) or self._latest.get(raw)
         return known if known is not None else codec.encode(raw, self.profile)

@@ -12,8 +12,7 @@ result, an event about a call). Each id found in a response or event also carrie
 number of the call it belongs to (choice and tool-call index, Responses output_index,
 Messages content-block index), so every mention of one call can get one client id.
 This module is data plus the walker that reads it (the table compiled once into one
-generated function per API and kind of document, and walked in C instead when the native
-accelerator is built: ``toolid.native``); it knows nothing of bytes.
+generated function per API and kind of document); it knows nothing of bytes.
 """
 
 from __future__ import annotations
@@ -23,8 +22,6 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
-
-from toolid import native
 
 
 class Api(enum.StrEnum):
@@ -230,10 +227,6 @@ _COMPILED: Final[dict[tuple[Api, Doc], tuple[Position, ...]]] = {
     for doc, entries in docs.items()
 }
 
-_REFERRING: Final[dict[tuple[Api, Doc], bool]] = {
-    key: any(p.role is REFERS for p in entries) for key, entries in _COMPILED.items()
-}
-
 #: Every member name that can hold an id, in any API.
 ID_KEYS: Final[frozenset[str]] = frozenset(p.key for ps in _COMPILED.values() for p in ps)
 
@@ -246,12 +239,6 @@ def spelled_markers(entries: Iterable[Position]) -> list[bytes]:
 def positions(api: Api, doc: Doc) -> tuple[Position, ...]:
     """The compiled positions for one API and kind of document."""
     return _COMPILED[(api, doc)]
-
-
-def has_references(api: Api | None, doc: Doc) -> bool:
-    """Whether a document of this kind may refer to a call (a position ``REFERS``); any
-    document may when its API is not known."""
-    return api is None or _REFERRING[(api, doc)]
 
 
 type Call = tuple[int, ...]  # the number of the tool call an id belongs to (see module doc)
@@ -280,13 +267,6 @@ def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
                 root = (number,)
                 break
     walk, count = _WALKERS[(api, doc)]
-    if native.extension is not None:
-        tree = TREES[(api, doc)]
-        found_natively: list[Found] | None = native.extension.walk(
-            document, tree, numbered(doc), root, count, Found
-        )
-        if found_natively is not None:
-            return found_natively
     found: list[list[Found]] = [[] for _ in range(count)]
     walk(document, root, found)
     return [one for each in found for one in each]
@@ -477,7 +457,7 @@ def _compile_walk(tree: Tree, numbered: bool) -> _Walk:
     return walk
 
 
-#: The tree of each API and kind of document (read by the native walker too).
+#: The tree of each API and kind of document (``prune`` derives what to keep from it too).
 TREES: Final[dict[tuple[Api, Doc], Tree]] = {
     key: _tree([(p.steps, slot, p.role) for slot, p in enumerate(compiled)])
     for key, compiled in _COMPILED.items()

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any, Final
 
-from toolid import codec, native
+from toolid import codec
 from toolid.body import Change
 
 _VERBS = {
@@ -75,10 +75,7 @@ def as_record(change: Change) -> dict[str, Any]:
 
 def as_records(changes: Iterable[Change]) -> list[dict[str, Any]]:
     """``as_record`` of each change (a plain restore or encode, by far the most common, built
-    inline, or natively: a history restores a thousand ids per request)."""
-    if native.extension is not None:
-        records: list[dict[str, Any]] = native.extension.records(changes, as_record)
-        return records
+    inline: a history restores a thousand ids per request)."""
     tag = codec.TAG
     return [
         {"path": path, "raw": raw, "client": client, "action": action}

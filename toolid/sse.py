@@ -97,22 +97,6 @@ class EventFramer:
         match = _BLANK_LINE.search(data, max(0, len(data) - _LONGEST_BOUNDARY))
         return match is not None and match.end() == len(data)
 
-    @property
-    def seen_cr(self) -> bool:
-        """Whether a CR came in so far (until then, every line ending is an LF)."""
-        return self._seen_cr
-
-    def head(self, size: int) -> bytes:
-        """The first ``size`` held bytes (fewer if fewer are held)."""
-        return bytes(self._buffer[:size])
-
-    @property
-    def held(self) -> bytearray:
-        """The held bytes themselves, for a caller that frames the stream itself while every
-        line ending is an LF (``_native.sse_feed``): it may add bytes and drop what it
-        framed, leaving the start of an event, as ``feed`` leaves it."""
-        return self._buffer
-
     def take_tail(self) -> bytes:
         """Remove and return the held bytes (an incomplete event)."""
         tail = bytes(self._buffer)

@@ -1,0 +1,96 @@
+"""The ``toolid`` contentview: request and response bodies (JSON, SSE) with every tool-call id
+annotated (``toolid.annotate``), and what toolid recorded for the flow on top.
+
+Part of the mitmproxy glue (``toolid_addon.py`` registers it); imported from this folder, as
+mitmproxy puts a script's own folder on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+from mitmproxy import contentviews, ctx, http
+
+from toolid import annotate, codec, report
+from toolid.apis import api_from_path
+from toolid.positions import Api
+
+
+def api_of(flow: http.HTTPFlow) -> Api | None:
+    """The API toolid read the flow's request as (its records), else the one its path names."""
+    known = _APIS.get(flow.metadata.get("toolid", {}).get("api"))
+    return known or api_from_path(flow.request.path)
+
+
+_APIS: dict[str, Api] = {api.value: api for api in Api}
+
+
+VIEW_PRIORITY = 2.0  # above mitmproxy's JSON view (1): offered first for LLM API flows
+_PRIORITY_SCAN_LIMIT = 4 * 1024 * 1024  # larger bodies of unrecognised paths are not parsed
+
+
+class ToolIdView(contentviews.Contentview):
+    """Request and response bodies (JSON, SSE) with every tool-call id annotated."""
+
+    @property
+    def name(self) -> str:
+        return "toolid"
+
+    @property
+    def syntax_highlight(self) -> contentviews.SyntaxHighlight:
+        return "yaml"  # JSON is YAML; the annotations are YAML comments
+
+    def prettify(self, data: bytes, metadata: contentviews.Metadata) -> str:
+        side, flow = _side_and_flow(metadata)
+        if side is None:
+            raise ValueError("not an HTTP body")
+        api = api_of(flow) if flow else None
+        kind = annotate.body_kind(data, metadata.content_type)
+        text = annotate.annotate(data, side, api, kind=kind, profile=_profile())
+        notes = _flow_notes(flow, side) if flow else []
+        return "\n".join([*notes, text])
+
+    def render_priority(self, data: bytes, metadata: contentviews.Metadata) -> float:
+        side, flow = _side_and_flow(metadata)
+        if side is None or not data:
+            return -1
+        kind = annotate.body_kind(data, metadata.content_type)
+        if kind is None:
+            return -1
+        if flow is not None and (api_of(flow) is not None or _flow_notes(flow, side)):
+            return VIEW_PRIORITY
+        if len(data) <= _PRIORITY_SCAN_LIMIT and annotate.sightings(data, side, kind=kind):
+            return VIEW_PRIORITY
+        return 0
+
+
+def _side_and_flow(
+    metadata: contentviews.Metadata,
+) -> tuple[annotate.Side | None, http.HTTPFlow | None]:
+    message = metadata.http_message
+    flow = metadata.flow if isinstance(metadata.flow, http.HTTPFlow) else None
+    if isinstance(message, http.Request):
+        return "request", flow
+    if isinstance(message, http.Response):
+        return "response", flow
+    return None, None
+
+
+def _flow_notes(flow: http.HTTPFlow, side: annotate.Side) -> list[str]:
+    """What toolid recorded for this side of the flow, as comment lines."""
+    record = flow.metadata.get("toolid")
+    if not isinstance(record, dict):
+        return []
+    notes = []
+    if changes := record.get(side):
+        observe = bool(record.get("observe"))
+        label = "toolid (observe)" if observe else "toolid"
+        notes.append(f"# {label} on this {side}: {report.summary(changes, observe=observe)}")
+    notes.extend(f"# toolid problem: {problem}" for problem in record.get("problems", ()))
+    return notes
+
+
+def _profile() -> codec.Profile:
+    try:
+        profile = ctx.options.toolid_profile
+    except AttributeError:  # no master, or the option is not loaded
+        return "safe"
+    return "call" if profile == "call" else "safe"

@@ -1,0 +1,132 @@
+"""Decide: the new value of every id position of one document, and the change it makes.
+
+Given the ids the table finds in a document (``positions.find_ids``) and the flow's policy:
+
+- encoding (upstream to client), each call's client id from ``occurrence.CallIds`` (the wire
+  format's encode, with occurrence tags against the ids the request's history takes), and
+  each reference the client id of the call it points at;
+- restoring (client to upstream), ``codec.decode`` of every client id;
+- restoring for a destination with id rules, ``rules.assign``: the raw id where it obeys
+  them, else the client id, else a mapped form that does.
+
+Nothing here reads bytes; ``locate`` says where the literals are and ``edit`` changes them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+from toolid import codec
+from toolid.occurrence import CallIds
+from toolid.positions import REFERS, Api, Call, Found, path_order
+from toolid.rules import RuleSet, assign
+
+Action = Literal["encoded", "restored", "kept", "mapped"]
+
+
+class Direction(enum.StrEnum):
+    """Which way a document travels."""
+
+    ENCODE = "encode"  # upstream -> client: make ids safe
+    DECODE = "decode"  # client -> upstream: restore raw ids
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """What to do with the ids of one flow's documents."""
+
+    direction: Direction
+    profile: codec.Profile = "safe"
+    rules: RuleSet | None = None  # decode: the id rules of the destination, if it has any
+
+
+class Change(NamedTuple):
+    """One id position that changed (or, for ``kept``, that was left as the client sent it
+    because the destination would reject the raw id; for ``mapped``, that got ``sent``, a
+    form the destination's rule set ``rules`` accepts)."""
+
+    path: str
+    raw: str
+    client: str
+    action: Action
+    sent: str = ""
+    rules: str = ""
+
+
+type Member = tuple[int, str]  # (id of the holding object, key): one id position
+
+
+@dataclass(slots=True)
+class Targets:
+    """The id positions whose value changes, each once: its holder, key, old and new value."""
+
+    new: dict[Member, str] = field(default_factory=dict)
+    members: list[tuple[dict[str, Any], str, str, str]] = field(default_factory=list)
+    client_ids: bool = False  # every old value is a client id made by the codec
+
+    def add(self, holder: dict[str, Any], key: str, value: str, new: str) -> None:
+        member = (id(holder), key)
+        if member not in self.new:
+            self.new[member] = new
+            self.members.append((holder, key, value, new))
+
+
+def decide(
+    found_ids: list[Found], api: Api, policy: Policy, calls: CallIds | None
+) -> tuple[tuple[Change, ...], Targets]:
+    """Each id position that changes (or is kept), with its change, and the positions whose
+    value changes. ``calls``: encoding, the client ids of this response's calls."""
+    changes: list[Change] = []
+    targets = Targets()
+    add = targets.add
+    make = tuple.__new__  # Change(...) without NamedTuple's Python-level __new__ (per id)
+    if policy.direction is Direction.ENCODE:
+        calls = calls if calls is not None else CallIds(policy.profile)
+        if len(found_ids) > 1:  # calls in order (by number), then what refers to them
+            found_ids = sorted(found_ids, key=_calls_first)
+        for found in found_ids:
+            client = calls.client_id(found)
+            if client != found.value:
+                changes.append(make(Change, (found.path, found.value, client, "encoded", "", "")))
+                add(found.holder, found.key, found.value, client)
+        return tuple(changes), targets
+    if policy.rules is None:  # restore every encoded id
+        decode = codec.decode
+        for found in found_ids:
+            if (raw := decode(found.value)) != found.value:
+                changes.append(make(Change, (found.path, raw, found.value, "restored", "", "")))
+                add(found.holder, found.key, found.value, raw)
+        targets.client_ids = True  # only ids decode changes: encode made them
+        return tuple(changes), targets
+    # A destination with rules: each position once, in document order, so that results
+    # find the calls before them.
+    found_ids = list({(id(f.holder), f.key): f for f in found_ids}.values())
+    found_ids.sort(key=lambda found: path_order(found.path))
+    rules = policy.rules
+    for found, (sent, source) in zip(found_ids, assign(found_ids, api, rules), strict=True):
+        raw = codec.decode(found.value)
+        if source == "mapped":
+            change = Change(found.path, raw, found.value, "mapped", sent, rules.name)
+        elif sent != found.value:
+            change = Change(found.path, raw, found.value, "restored")
+        elif raw != found.value:  # the raw id would break the rules: the client id stays
+            change = Change(found.path, raw, found.value, "kept", rules=rules.name)
+        else:
+            continue
+        changes.append(change)
+        if change.action != "kept":
+            add(found.holder, found.key, found.value, new_value(change))
+    return tuple(changes), targets
+
+
+def _calls_first(found: Found) -> tuple[bool, Call]:
+    return (found.role is REFERS, found.call)
+
+
+def new_value(change: Change) -> str:
+    """What an id position holds after ``change``."""
+    if change.action == "encoded":
+        return change.client
+    return change.sent if change.action == "mapped" else change.raw

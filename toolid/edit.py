@@ -1,0 +1,71 @@
+"""Edits of a document's bytes: a string literal replaced by another, nothing else touched.
+
+``Edit`` names a literal's span and its new text; ``splice`` puts sorted edits into the
+document (natively when the accelerator is built: ``toolid.native``); ``literal_of`` spells a
+string as JSON the way a server would, UTF-8 and no needless escapes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Sequence
+from typing import Final, NamedTuple
+
+from toolid import native
+
+
+class Edit(NamedTuple):
+    """Replace ``document[start:end]`` (a whole string literal, quotes included) by ``text``."""
+
+    start: int
+    end: int
+    text: bytes
+
+
+class RewriteError(Exception):
+    """The document could not be rewritten safely; it must pass unchanged."""
+
+
+def splice(document: bytes, edits: Sequence[Edit]) -> bytes:
+    """``document`` with ``edits`` (sorted, not overlapping) put in."""
+    if not edits:
+        return document
+    if native.extension is not None and type(document) is bytes:
+        spliced: bytes = native.extension.splice(document, edits)
+        return spliced
+    parts: list[bytes] = []
+    append = parts.append
+    at = 0
+    for start, end, text in edits:
+        append(document[at:start])
+        append(text)
+        at = end
+    append(document[at:])
+    return b"".join(parts)
+
+
+def shifted(edits: Sequence[Edit], by: int) -> list[Edit]:
+    """``edits`` moved ``by`` bytes on (a document's edits, applied to what holds it)."""
+    return [Edit(start + by, end + by, text) for start, end, text in edits]
+
+
+_PLAIN: Final = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*')
+# A high surrogate then a low one: JSON reads "\ud800\udc00" as ONE character, U+10000.
+_SURROGATE_PAIR: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+@functools.lru_cache(maxsize=65536)  # pure; ids recur in every turn of a conversation
+def literal_of(value: str) -> bytes:
+    """``value`` as a JSON string literal. Raises RewriteError for a string JSON cannot hold
+    as itself (a split surrogate pair would read back as one character)."""
+    if _PLAIN.fullmatch(value):  # nothing to escape: the common case, every client id
+        return b'"' + value.encode() + b'"'
+    if _SURROGATE_PAIR.search(value):
+        raise RewriteError("an id with a split surrogate pair cannot be written as JSON")
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: spell them as \u escapes
+        return json.dumps(value).encode("ascii")

@@ -1,0 +1,380 @@
+"""Locate: the ids at the table's positions in a document, and where their literals stand.
+
+``locate`` reads one JSON document of a known (or recognisable) API and kind:
+
+- with the native accelerator, ``prune.parse`` reads it keeping only what the table needs
+  and reports the span of every id literal: the edits need no search;
+- otherwise, or for a document the native parser does not vouch for, the document is
+  parsed in full (``jsonparse``: orjson when installed) and the table walked
+  (``positions.find_ids``); ``Located.edits`` then finds the literals of the ids that change.
+
+Finding them in the bytes: ids of printable ASCII are looked for as plain strings with byte
+searches and proved by counting (``_locate_plainly``); otherwise a regex finds each
+``"key": "literal"`` pair. A pair whose opening quote is not escaped is structural (in valid
+JSON, a real quote followed by a bare key name opens that key), so when the number of such
+pairs for an id equals the number of table positions holding it, they are exactly those
+positions. Otherwise (the same id also sits under an id-like key elsewhere, say inside tool
+arguments) an in-order walk of the whole document pairs literals and positions one by one,
+and the result is verified by parsing it again.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from toolid import codec, jsonparse, prune
+from toolid.apis import api_from_shape
+from toolid.decide import Member, Targets
+from toolid.edit import Edit, RewriteError, literal_of, splice
+from toolid.positions import DEFINES, Api, Doc, Found, find_ids
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """The ids at the table's positions in one document, and how to find their literals."""
+
+    api: Api
+    document: Any  # parsed: in full, or pruned to what the table reads (``prune``)
+    found: list[Found]
+    spans: prune.Spans | None  # where each id literal is, when the native parser read it
+    surrogates: bool = True  # whether the bytes may hold raw surrogates (orjson read none)
+
+    def definitions(self) -> frozenset[str]:
+        """The ids at the document's definition positions."""
+        return frozenset(found.value for found in self.found if found.role is DEFINES)
+
+    def edits(self, source: bytes, targets: Targets) -> tuple[Edit, ...]:
+        """The edits that give every position in ``targets`` its new value, in ``source``
+        (the bytes this was located in). Raises RewriteError when they cannot be proved."""
+        if not targets.members:
+            return ()
+        if self.spans is not None:
+            spans = self.spans
+            make = tuple.__new__  # Edit(...) without NamedTuple's Python-level __new__
+            return tuple(
+                sorted(
+                    make(Edit, (*spans[(id(holder), key)], literal_of(new)))
+                    for holder, key, _, new in targets.members
+                )
+            )
+        edits = _locate_plainly(source, targets, surrogates=self.surrogates)
+        if edits is None:
+            edits, proven = _locate(source, self.document, targets)
+            if not proven:
+                _verify(source, edits, self.document, targets)
+        return edits
+
+
+def locate(document: bytes, api: Api | None, doc: Doc) -> Located | None:
+    """The ids of ``document``, a JSON document of ``api`` (None: recognised by its shape).
+
+    None: the API is not known and the document is not JSON, or not of a known API's shape
+    (not toolid's to judge). Raises RewriteError for a document of a known API that is not
+    valid JSON."""
+    if api is not None and (pruned := prune.parse(document, prune.SCHEMAS[(api, doc)])):
+        parsed, spans = pruned
+        return Located(api, parsed, find_ids(parsed, api, doc), spans)
+    try:
+        parsed, strict_utf8 = jsonparse.loads_checked(document)
+    except (ValueError, RecursionError) as exc:
+        if api is None:
+            return None
+        raise RewriteError(f"body is not valid JSON ({short(exc)})") from None
+    if api is None:
+        api = api_from_shape(parsed, doc)
+        if api is None:
+            return None
+    return Located(api, parsed, find_ids(parsed, api, doc), None, surrogates=not strict_utf8)
+
+
+def short(exc: BaseException) -> str:
+    """The first line of an exception's message, at most 120 characters."""
+    return str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+
+
+def _verify(document: bytes, edits: Sequence[Edit], parsed: Any, targets: Targets) -> None:
+    """Prove edits that counting could not: the new bytes must parse to the old document with
+    exactly the positions' values replaced. Catches what byte-level locating cannot see (keys
+    spelled with escapes, duplicate keys) before a wrong literal could ever be sent."""
+    for holder, key, _, new in targets.members:
+        holder[key] = new
+    try:
+        if jsonparse.loads(splice(document, edits)) != parsed:
+            raise RewriteError("could not locate the id literals unambiguously")
+    except (ValueError, RecursionError):
+        raise RewriteError("rewritten document would not parse") from None
+
+
+# --- locating literals -----------------------------------------------------------------------
+
+_LITERAL = rb'"((?:[^"\\]|\\.)*)"'
+
+
+@functools.cache
+def _pair_pattern(keys: frozenset[str]) -> re.Pattern[bytes]:
+    names = b"|".join(re.escape(k.encode()) for k in sorted(keys))
+    return re.compile(rb'"(' + names + rb')"\s*:\s*' + _LITERAL, re.DOTALL)
+
+
+def _structural_pairs(document: bytes, keys: frozenset[str]) -> list[tuple[str, str, int, int]]:
+    """(key, value, start, end) of every structural ``"key": "literal"`` pair, in order."""
+    pairs = []
+    for match in _pair_pattern(keys).finditer(document):
+        if _escaped(document, match.start()):
+            continue  # an escaped quote: inside some string, not a key
+        literal = match.group(2)
+        value = json.loads(b'"' + literal + b'"') if b"\\" in literal else literal.decode("utf-8")
+        pairs.append((match.group(1).decode(), value, match.start(2) - 1, match.end(2) + 1))
+    return pairs
+
+
+type _Pair = tuple[str, str]  # (key, value)
+
+
+def _by_pair(targets: Targets) -> tuple[Counter[_Pair], dict[_Pair, str | None]]:
+    """How many positions hold each (key, old value), and that pair's one new value (None
+    when its positions get different ones, as two calls with one reused raw id do)."""
+    wanted: Counter[_Pair] = Counter()
+    new_values: dict[_Pair, str | None] = {}
+    for _, key, value, new in targets.members:
+        pair = (key, value)
+        wanted[pair] += 1
+        new_values[pair] = new if new_values.get(pair, new) == new else None
+    return wanted, new_values
+
+
+# A \u escape that could spell a character of a client id ([A-Za-z0-9_-]: U+0020..U+007F).
+_ASCII_ESCAPE: Final = re.compile(rb"\\u00[2-7][0-9A-Fa-f]")
+# Raw surrogate bytes (UTF-8 of U+D800..U+DFFF, which json reads with surrogatepass).
+_RAW_SURROGATE: Final = re.compile(rb"\xed[\xa0-\xbf]")
+_CLIENT_PREFIXES: Final = tuple(codec.PREFIXES.values())
+
+
+def _locate_plainly(
+    document: bytes, targets: Targets, *, surrogates: bool = True
+) -> tuple[Edit, ...] | None:
+    """The edits, proved by counting plain strings, or None (then ``_locate``).
+
+    For ids of printable ASCII (every client id; most raw ids), where the document has no
+    escape that could spell such a character, every JSON string equal to an id is spelled
+    plainly, ``"id"``: found with byte searches, far faster than a regex over every quote.
+    Each position holding an id is one such string, so there are at least as many strings
+    as positions for every id; when there are exactly as many in all, they are the positions.
+    Client ids share one search for their ``tid1_`` prefix; other ids get one search each, so
+    only a few are done this way. Documents with raw surrogate bytes go the general way
+    (which refuses literals it cannot read); ``surrogates=False``: the document has none
+    (orjson read it).
+    """
+    if len(targets.members) == 1:  # the common case in a streamed event
+        return _locate_one(document, *targets.members[0][2:], surrogates=surrogates)
+    news: dict[str, str] = {}  # old value -> its one new value
+    for _, _, value, new in targets.members:
+        if news.setdefault(value, new) != new:
+            return None  # one id, several new values: two calls share it (occurrence tags)
+    client_ids = targets.client_ids  # spelled [A-Za-z0-9_-], with a prefix holding tid1_
+    if not client_ids:
+        for value in news:
+            if not _PLAIN_ID.fullmatch(value):
+                return None
+        client_ids = all(value.startswith(_CLIENT_PREFIXES) for value in news)
+    if not client_ids and len(news) > _PLAIN_SEARCHES:
+        return None
+    if _may_spell_otherwise(document, surrogates):
+        return None
+    literals = {value.encode("ascii"): literal_of(new) for value, new in news.items()}
+    if client_ids:
+        edits = _client_id_edits(document, literals)
+    else:
+        spans = _strings(document, literals)
+        spans.sort(key=_start)
+        make = tuple.__new__  # Edit(...) without NamedTuple's Python-level __new__ (per id)
+        edits = [make(Edit, (at, at + len(v) + 2, literals[v])) for v, at in spans]
+    return tuple(edits) if len(edits) == len(targets.members) else None
+
+
+_PLAIN_ID: Final = re.compile(r"[ !#-.0-\[\]-~]+")  # printable ASCII but " / \
+_PLAIN_SEARCHES: Final = 8  # most distinct non-client ids located with one search each
+
+
+def _locate_one(
+    document: bytes, value: str, new: str, *, surrogates: bool
+) -> tuple[Edit, ...] | None:
+    """``_locate_plainly`` for one position: the one plain string equal to its value."""
+    if not _PLAIN_ID.fullmatch(value) or _may_spell_otherwise(document, surrogates):
+        return None
+    literal = b'"' + value.encode("ascii") + b'"'
+    found = [at for at in _occurrences(document, literal) if not _escaped(document, at)]
+    if len(found) != 1:
+        return None
+    at = found[0]
+    return (tuple.__new__(Edit, (at, at + len(literal), literal_of(new))),)
+
+
+def _occurrences(document: bytes, literal: bytes) -> Iterator[int]:
+    """Where ``literal`` (a string literal) begins in ``document``; the quote that ends one
+    may begin the next."""
+    find = document.find
+    at = find(literal)
+    while at >= 0:
+        yield at
+        at = find(literal, at + len(literal) - 1)
+
+
+def _may_spell_otherwise(document: bytes, surrogates: bool = True) -> bool:
+    """Whether a string of printable ASCII may be spelled with escapes in ``document`` (then
+    byte searches for its plain spelling prove nothing), or it has raw surrogate bytes (not
+    looked for when ``surrogates`` is False: the caller knows it has none)."""
+    return (b"\\u00" in document and _ASCII_ESCAPE.search(document) is not None) or (
+        surrogates and b"\xed" in document and _RAW_SURROGATE.search(document) is not None
+    )
+
+
+def _start(span: tuple[bytes, int]) -> int:
+    return span[1]
+
+
+def _client_id_edits(document: bytes, literals: dict[bytes, bytes]) -> list[Edit]:
+    """An edit for every plainly spelled string that is a client id in ``literals`` (each
+    begins with a prefix holding ``tid1_``), to its new literal, in document order."""
+    edits: list[Edit] = []
+    append, find, make = edits.append, document.find, tuple.__new__
+    at = find(b"tid1_")
+    while at >= 0:
+        start = at - 1 if document[at - 1] == 0x22 else at - 6  # "tid1_ or "call_tid1_
+        end = find(b'"', at + 5)
+        if end < 0:
+            break
+        new = literals.get(document[start + 1 : end])
+        if (
+            new is not None
+            and start >= 0
+            and document[start] == 0x22  # an unescaped quote opens it
+            and (document[start - 1] != 0x5C or not _escaped(document, start))
+        ):
+            append(make(Edit, (start, end + 1, new)))
+        at = find(b"tid1_", end)
+    return edits
+
+
+def _strings(document: bytes, wanted: Iterable[bytes]) -> list[tuple[bytes, int]]:
+    """(value, opening quote) of every plainly spelled string in ``wanted``: one search per
+    value, or one search in all for the start they share (``"functions.``, ``"call_``), which
+    every one of their literals begins with."""
+    literals = [(value, b'"' + value + b'"') for value in wanted]
+    shared = _shared_start([literal for _, literal in literals]) if len(literals) > 1 else b""
+    spans = []
+    if len(shared) >= _SHARED_AT_LEAST:
+        at = document.find(shared)
+        while at >= 0:
+            for value, literal in literals:
+                if document.startswith(literal, at) and not _escaped(document, at):
+                    spans.append((value, at))
+                    break
+            at = document.find(shared, at + 1)
+        return spans
+    for value, literal in literals:
+        spans.extend(
+            (value, at) for at in _occurrences(document, literal) if not _escaped(document, at)
+        )
+    return spans
+
+
+_SHARED_AT_LEAST: Final = 4  # a shorter shared start ('"c') is too common to search for
+
+
+def _shared_start(words: list[bytes]) -> bytes:
+    """The longest start all ``words`` have in common."""
+    first, last = min(words), max(words)  # the others lie between: they share it too
+    size = 0
+    while size < len(first) and first[size] == last[size]:
+        size += 1
+    return first[:size]
+
+
+def _escaped(document: bytes, quote: int) -> bool:
+    """Whether the quote at ``quote`` is escaped (an odd run of backslashes before it)."""
+    backslashes = 0
+    while quote > backslashes and document[quote - backslashes - 1] == 0x5C:
+        backslashes += 1
+    return backslashes % 2 == 1
+
+
+# A \u escape that could spell a letter or "_" of a key name, hiding the key from the regex.
+_KEY_CHAR_ESCAPE: Final = re.compile(rb"\\u00[4-7][0-9A-Fa-f]")
+
+
+def _locate(document: bytes, parsed: Any, targets: Targets) -> tuple[tuple[Edit, ...], bool]:
+    """The edits, and whether counting alone proves them right.
+
+    It does when every position's literal was found as a structural pair (no key spelled with
+    an escape), there are exactly as many such pairs per (key, value) as positions, and all
+    positions of a pair get one new value: then the pairs are the positions. Otherwise
+    literals are paired with the positions in document order, and the caller must verify.
+    """
+    wanted, new_values = _by_pair(targets)
+    keys = frozenset(key for key, _ in new_values)
+    try:
+        pairs = [pair for pair in _structural_pairs(document, keys) if pair[:2] in new_values]
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RewriteError(f"unreadable string literal ({short(exc)})") from None
+    proven = None not in new_values.values() and (
+        Counter((key, value) for key, value, _, _ in pairs) == wanted
+    )
+    news: list[str]
+    if proven:  # then every pair has its one new value
+        news = [new for key, value, _, _ in pairs if (new := new_values[(key, value)]) is not None]
+    else:
+        pairs, news = _pair_in_order(parsed, pairs, keys, targets, new_values)
+    proven = proven and _KEY_CHAR_ESCAPE.search(document) is None
+    literals = {new: literal_of(new) for new in set(news)}
+    edits = tuple(
+        Edit(start, end, literals[new]) for (_, _, start, end), new in zip(pairs, news, strict=True)
+    )
+    return edits, proven
+
+
+def _pair_in_order(
+    parsed: Any,
+    pairs: list[tuple[str, str, int, int]],
+    keys: frozenset[str],
+    targets: Targets,
+    new_values: dict[tuple[str, str], str | None],
+) -> tuple[list[tuple[str, str, int, int]], list[str]]:
+    """The literals that are table positions, paired with the document's members in order,
+    and the new value of each."""
+    try:
+        in_order = [
+            (key, value, member)
+            for key, value, member in _members_in_order(parsed, keys)
+            if (key, value) in new_values
+        ]
+    except RecursionError:
+        raise RewriteError("document nested too deeply to locate ids") from None
+    if [(k, v) for k, v, _ in in_order] != [(k, v) for k, v, _, _ in pairs]:
+        raise RewriteError("could not locate the id literals unambiguously (duplicate keys?)")
+    kept = [
+        (pair, targets.new[member])
+        for pair, (_, _, member) in zip(pairs, in_order, strict=True)
+        if member in targets.new
+    ]
+    return [pair for pair, _ in kept], [new for _, new in kept]
+
+
+def _members_in_order(node: Any, keys: frozenset[str]) -> Iterator[tuple[str, str, Member]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(value, str):
+                if key in keys:
+                    yield key, value, (id(node), key)
+            elif isinstance(value, dict | list):
+                yield from _members_in_order(value, keys)
+    elif isinstance(node, list):
+        for element in node:
+            if isinstance(element, dict | list):
+                yield from _members_in_order(element, keys)

@@ -1,0 +1,198 @@
+"""The library's entry points: rewrite a request, a response, a response stream.
+
+Each takes bytes and a small policy (the API, the profile, the destination's rule set) and
+gives a ``Rewritten``: the bytes to forward plus what changed and what went wrong. Nothing
+raises for what a peer sends: a body that cannot be rewritten safely comes back unchanged,
+with a problem that says why. The state that ties a response to its request (the ids its
+history defines, for occurrence tags) travels in ``Rewritten.taken``; nothing else outlives
+one call, so any number of processes restore any id.
+
+    request = toolid.rewrite_request(body, path="/v1/chat/completions")
+    upstream_body = request.body  # native ids restored
+    response = toolid.rewrite_response(answer, api=request.api, taken=request.taken)
+    client_body = response.body  # safe, reversible client ids
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from toolid import body, codec
+from toolid.apis import api_from_path
+from toolid.decide import Change, Direction, Policy
+from toolid.edit import RewriteError
+from toolid.occurrence import NOTHING_TAKEN, CallIds, Taken
+from toolid.positions import Api, Doc
+from toolid.rules import NO_RULES, RULE_SETS, RuleSet
+from toolid.stream import DEFAULT_MAX_EVENT_BYTES, StreamRewriter
+
+
+@dataclass(frozen=True, slots=True)
+class Rewritten:
+    """What rewriting one body (or one piece of a stream) gives."""
+
+    body: bytes  # what to forward: the input itself when nothing changed
+    changes: tuple[Change, ...] = ()
+    problems: tuple[str, ...] = ()
+    api: Api | None = None  # the API the body was read as (None: not recognised)
+    taken: Taken = NOTHING_TAKEN  # a request's: the ids its history defines, for its response
+    _document: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def changed(self) -> bool:
+        """Whether ``body`` differs from the input."""
+        return any(change.action != "kept" for change in self.changes)
+
+    def asks_to_stream(self) -> bool:
+        """Whether a request says ``"stream": true`` (its response will be an event stream)."""
+        if isinstance(self._document, dict):
+            return self._document.get("stream") is True
+        at = self.body.find(b'"stream"')
+        while at >= 0:
+            if _STREAM_TRUE.match(self.body, at + 8):
+                return True
+            at = self.body.find(b'"stream"', at + 8)
+        return False
+
+
+_STREAM_TRUE: Final = re.compile(rb"\s*:\s*true")
+
+
+def rewrite_request(
+    content: bytes,
+    *,
+    path: str = "",
+    api: Api | None = None,
+    rules: RuleSet | str | None = None,
+    profile: codec.Profile = "safe",
+) -> Rewritten:
+    """Restore the upstream's own ids in a request body (client to upstream).
+
+    ``api``: the API of the body, else the one ``path`` names, else recognised by its shape.
+    ``rules``: the destination's id rule set (or its name, see ``toolid.rules.RULE_SETS``):
+    then each position gets an id the destination accepts. The result's ``taken`` goes to
+    ``rewrite_response`` / ``ResponseStream`` for the answer to this request.
+    """
+    api = api or api_from_path(path)
+    policy = _policy(Direction.DECODE, profile, _rule_set(rules))
+    try:
+        new, plan = body.rewrite(content, api, Doc.REQUEST, policy)
+    except RewriteError as exc:
+        return Rewritten(
+            content,
+            problems=(f"request left unchanged: {exc}",),
+            api=api,
+            taken=Taken(content, api),
+        )
+    defined = plan.definitions()
+    taken = Taken.of(defined) if defined is not None else Taken(content, plan.api or api)
+    return Rewritten(new, plan.changes, (), plan.api or api, taken, plan.document)
+
+
+def rewrite_response(
+    content: bytes,
+    *,
+    path: str = "",
+    api: Api | None = None,
+    taken: Taken = NOTHING_TAKEN,
+    profile: codec.Profile = "safe",
+) -> Rewritten:
+    """Give the tool calls of a buffered response body safe, reversible client ids
+    (upstream to client). ``taken``: what the request's ``Rewritten.taken`` says."""
+    api = api or api_from_path(path)
+    policy = _policy(Direction.ENCODE, profile)
+    try:
+        new, plan = body.rewrite(content, api, Doc.RESPONSE, policy, CallIds(profile, taken))
+    except RewriteError as exc:
+        return Rewritten(content, problems=(f"response left unchanged: {exc}",), api=api)
+    return Rewritten(new, plan.changes, (), plan.api or api)
+
+
+class ResponseStream:
+    """Rewrite an event-stream (SSE) response fed in pieces of any size, sans I/O: like
+    ``rewrite_response`` for each event, one client id per call across all its events.
+
+    ``feed`` each piece as it arrives, then ``finish`` once; each gives the bytes that can
+    be forwarded now (possibly empty: an incomplete event is held). ``decodes``: the output
+    is decompressed (a server compressed the stream anyway), so drop Content-Encoding."""
+
+    def __init__(
+        self,
+        *,
+        path: str = "",
+        api: Api | None = None,
+        taken: Taken = NOTHING_TAKEN,
+        profile: codec.Profile = "safe",
+        content_encoding: str = "",
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
+        """Raises ValueError for a content-encoding it cannot decode."""
+        self._rewriter = StreamRewriter(
+            api or api_from_path(path),
+            _policy(Direction.ENCODE, profile),
+            content_encoding=content_encoding,
+            max_event_bytes=max_event_bytes,
+            calls=CallIds(profile, taken),
+        )
+
+    @property
+    def decodes(self) -> bool:
+        """Whether the output is decompressed (the caller must drop Content-Encoding)."""
+        return self._rewriter.decodes
+
+    @property
+    def api(self) -> Api | None:
+        """The API the stream is read as (None until recognised)."""
+        return self._rewriter.api
+
+    def feed(self, piece: bytes) -> Rewritten:
+        """The next piece of the body; what can be forwarded now, and what it changed."""
+        return self._taken(self._rewriter.feed(piece))
+
+    def finish(self) -> Rewritten:
+        """The body has ended: everything still held (an incomplete event as it came)."""
+        return self._taken(self._rewriter.finish())
+
+    def _taken(self, out: bytes) -> Rewritten:
+        rewriter = self._rewriter
+        if not rewriter.changes and not rewriter.problems:
+            return Rewritten(out, api=rewriter.api)
+        changes, problems = tuple(rewriter.changes), tuple(rewriter.problems)
+        rewriter.changes.clear()
+        rewriter.problems.clear()
+        return Rewritten(out, changes, problems, rewriter.api)
+
+
+def taken_ids(request: bytes, api: Api | None = None) -> Taken:
+    """The client ids a request's history defines (read only when a candidate id is asked
+    for and spelled in it): what ``rewrite_response`` takes to tag reused ids."""
+    return Taken(request, api)
+
+
+def _rule_set(value: RuleSet | str | None) -> RuleSet | None:
+    if value is None or isinstance(value, RuleSet):
+        return value
+    if value == NO_RULES:
+        return None
+    try:
+        return RULE_SETS[value]
+    except KeyError:
+        names = ", ".join([*RULE_SETS, NO_RULES])
+        raise ValueError(f"unknown rule set {value!r} (one of {names})") from None
+
+
+_PLAIN_POLICIES: Final = {
+    (direction, profile): Policy(direction, profile)
+    for direction in Direction
+    for profile in codec.PROFILES
+}
+
+
+def _policy(
+    direction: Direction, profile: codec.Profile, rule_set: RuleSet | None = None
+) -> Policy:
+    if rule_set is None:
+        return _PLAIN_POLICIES[(direction, profile)]
+    return Policy(direction, profile, rule_set)
