@@ -18,7 +18,7 @@ import logging
 import re
 import sys
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -36,7 +36,7 @@ if importlib.util.find_spec("toolid_view") is None:
 from toolid_view import ToolIdView, api_of
 
 import toolid
-from toolid import PROFILES, Change, annotate, codec, report, rules, scope
+from toolid import PROFILES, Change, annotate, codec, report, rules, scope, trace
 from toolid.apis import api_from_path
 from toolid.codec import Profile
 from toolid.occurrence import NOTHING_TAKEN, Taken
@@ -551,9 +551,6 @@ def _parse_hosts(option: str, values: Sequence[str]) -> tuple[scope.HostPattern,
 # --- toolid.trace ------------------------------------------------------------------------------
 
 
-_ROLES = {"response": "created", "request": "replayed"}
-
-
 def _every_flow() -> Sequence[mflow.Flow]:
     try:
         flows: Sequence[mflow.Flow] = ctx.master.commands.call("view.flows.resolve", "@all")
@@ -565,63 +562,44 @@ def _every_flow() -> Sequence[mflow.Flow]:
 
 
 def trace_lines(tool_id: str, flows: Sequence[mflow.Flow]) -> list[str]:
-    """One line per position of ``tool_id`` (raw or encoded) in ``flows``, in flow order.
-
-    ``#N`` is the flow's position (from 1) among ``flows``; a response is where the id was
-    created, a request where it was replayed.
-
-    Each side of a flow is matched by toolid's records in ``flow.metadata`` when they
-    mention the id (they always do for an id toolid changed or would change), else by
-    scanning the stored body (conforming ids, flows toolid never saw, flows from a file).
-    """
-    raw = codec.decode(tool_id)
-    lines = []
-    for number, flow in enumerate(flows, 1):
-        if not isinstance(flow, http.HTTPFlow):
-            continue
-        path = flow.request.path.split("?", 1)[0]
-        for side, where, action in _sightings_in(flow, tool_id, raw):
-            detail = f"{_ROLES[side]}, {action}" if action else _ROLES[side]
-            lines.append(f"#{number} {flow.request.method} {path} {side} {where} ({detail})")
-    return lines
+    """``toolid.trace.trace_lines`` of ``flows`` (``#N``: the flow's position among them)."""
+    return trace.trace_lines(tool_id, [exchange(flow) for flow in flows])
 
 
-def _sightings_in(
-    flow: http.HTTPFlow, tool_id: str, raw: str
-) -> list[tuple[annotate.Side, str, str]]:
+def exchange(flow: mflow.Flow) -> trace.Exchange | None:
+    """What toolid reads of a flow (None: not an HTTP flow). Bodies are read when asked."""
+    if not isinstance(flow, http.HTTPFlow):
+        return None
     record = flow.metadata.get("toolid")
-    record = record if isinstance(record, dict) else {}
-    api = api_of(flow)
-    found: list[tuple[annotate.Side, str, str]] = []
-    sides: tuple[tuple[annotate.Side, http.Message | None], ...] = (
-        ("request", flow.request),
-        ("response", flow.response),
+    return trace.Exchange(
+        flow.request.method,
+        flow.request.path.split("?", 1)[0],
+        api_of(flow),
+        record if isinstance(record, dict) else {},
+        _Bodies(flow),
     )
-    # A tagged client id names one call: follow its client id, never the raw id that
-    # other calls carry too.
-    by_raw = codec.occurrence(tool_id) == 1
-    for side, message in sides:
-        recorded = [
-            (side, str(change.get("path")), str(change.get("action")))
-            for change in record.get(side) or ()
-            if isinstance(change, dict)
-            and (
-                change.get("client") == tool_id
-                or (by_raw and change.get("raw") in (raw, tool_id))
-            )
-        ]
-        if recorded:
-            found.extend(recorded)
-            continue
-        content = message.get_content(strict=False) if message is not None else None
-        if not content or message is None:
-            continue
-        kind = annotate.body_kind(content, message.headers.get("content-type"))
-        for sighting in annotate.sightings(content, side, api, kind=kind):
-            if sighting.value == tool_id or (by_raw and sighting.raw == raw):
-                event = "" if sighting.event is None else f"event {sighting.event} "
-                found.append((side, event + sighting.path, ""))
-    return found
+
+
+class _Bodies(Mapping[annotate.Side, tuple[bytes | None, str | None]]):
+    """A flow's stored bodies and content types, decoded only when asked for."""
+
+    def __init__(self, flow: http.HTTPFlow) -> None:
+        self._messages: dict[annotate.Side, http.Message | None] = {
+            "request": flow.request,
+            "response": flow.response,
+        }
+
+    def __getitem__(self, side: annotate.Side) -> tuple[bytes | None, str | None]:
+        message = self._messages[side]
+        if message is None:
+            return None, None
+        return message.get_content(strict=False), message.headers.get("content-type")
+
+    def __iter__(self) -> Iterator[annotate.Side]:
+        return iter(self._messages)
+
+    def __len__(self) -> int:
+        return len(self._messages)
 
 
 addons = [ToolId()]

@@ -28,6 +28,7 @@ from toolid.annotate import Side, Sighting
 from toolid.apis import api_from_path
 from toolid.occurrence import CallIds, Taken
 from toolid.positions import DEFINES, Api, path_order
+from toolid.trace import Exchange
 
 Format = Literal["json", "jsonl", "sse", "har", "flows"]
 FORMATS: Final[tuple[Format, ...]] = get_args(Format)
@@ -177,25 +178,46 @@ def _scan_flows(data: bytes) -> Iterator[Row]:
         if not isinstance(flow, http.HTTPFlow):
             continue
         request = flow.request
-        path = request.path.split("?", 1)[0]
-        label = f"flow {number} {request.method} {path}"
         record = flow.metadata.get("toolid")
         record = record if isinstance(record, dict) else {}
-        api = _recorded_api(record) or api_from_path(request.path)
-        messages: list[tuple[Side, http.Message | None]] = [
-            ("request", request),
-            ("response", flow.response),
-        ]
-        for side, message in messages:
-            content = message.get_content(strict=False) if message is not None else None
-            if message is not None and content:
-                content_type = message.headers.get("content-type")
-                yield from _body_rows(content, side, api, content_type, (label, number))
-            elif api is not None:  # a streamed body is not stored: fall back on toolid's notes
-                yield from _recorded_rows(record, side, api, (label, number))
+        messages: dict[Side, http.Message | None] = {"request": request, "response": flow.response}
+        exchange = Exchange(
+            request.method,
+            request.path.split("?", 1)[0],
+            _recorded_api(record) or api_from_path(request.path),
+            record,
+            {
+                side: (message.get_content(strict=False), message.headers.get("content-type"))
+                for side, message in messages.items()
+                if message is not None
+            },
+        )
+        yield from _exchange_rows(exchange, number)
 
 
-type _Entry = tuple[str, int]  # a HAR entry's or a flow's label and number
+def _exchange_rows(exchange: Exchange, number: int) -> Iterator[Row]:
+    """The rows of each side of a captured exchange: its stored body's ids, else (a streamed
+    body is not stored) what toolid's records say of them."""
+    label = f"flow {number} {exchange.method} {exchange.path}"
+    for side in ("request", "response"):
+        document = 2 * number + (side == "response")
+        found = exchange.body_ids(side)
+        if found is not None:
+            for sighting in found:
+                event = _event_label(sighting)
+                where = f"{label} {side}" + (f" {event}" if event else "")
+                yield Row(where, sighting, conversation=number, document=document)
+        elif exchange.api is not None:
+            for change in exchange.recorded(side):
+                yield Row(
+                    f"{label} {side} (toolid record; body not stored)",
+                    Sighting(change.seen, change.path, exchange.api),
+                    conversation=number,
+                    document=document,
+                )
+
+
+type _Entry = tuple[str, int]  # a HAR entry's label and number
 
 
 def _body_rows(
@@ -208,33 +230,6 @@ def _body_rows(
         event = _event_label(sighting)
         where = f"{label} {side}" + (f" {event}" if event else "")
         yield Row(where, sighting, conversation=number, document=document)
-
-
-def _recorded_rows(
-    record: Mapping[str, Any], side: Side, api: Api, entry: _Entry
-) -> Iterator[Row]:
-    label, number = entry
-    changes = record.get(side)
-    if not isinstance(changes, list):
-        return
-    observe = bool(record.get("observe"))
-    for change in changes:
-        if not isinstance(change, dict):
-            continue
-        raw, client, path = change.get("raw"), change.get("client"), change.get("path")
-        if not (isinstance(raw, str) and isinstance(client, str) and isinstance(path, str)):
-            continue
-        # What went over the wire to the client (responses) or to the upstream (requests).
-        if side == "response":
-            seen = raw if observe else client
-        else:
-            seen = client if observe or change.get("action") == "kept" else raw
-        yield Row(
-            f"{label} {side} (toolid record; body not stored)",
-            Sighting(seen, path, api),
-            conversation=number,
-            document=2 * number + (side == "response"),
-        )
 
 
 def _recorded_api(record: Mapping[str, Any]) -> Api | None:

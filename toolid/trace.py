@@ -1,0 +1,114 @@
+"""Where tool-call ids appear in captured HTTP exchanges: what ``toolid.trace`` (the addon's
+command) and ``toolid inspect`` (flow files) both read.
+
+An exchange is given as an ``Exchange``: plain data, whatever captured it (a live mitmproxy
+flow, a flow file). Each side's ids are read from its stored body (``annotate.sightings``)
+and from toolid's records of the flow (``flow.metadata["toolid"]``: the changes it made, or
+would make when observing), which still say where each id was when the body is not stored
+(a streamed response).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from toolid import codec
+from toolid.annotate import Side, Sighting, body_kind, sightings
+from toolid.positions import Api
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One HTTP request and its response, as captured."""
+
+    method: str
+    path: str  # without the query string
+    api: Api | None
+    record: Mapping[str, Any] = field(default_factory=dict)  # toolid's records, if any
+    # side -> (the stored body, its content type); a body that is not stored is None
+    bodies: Mapping[Side, tuple[bytes | None, str | None]] = field(default_factory=dict)
+
+    def body_ids(self, side: Side) -> list[Sighting] | None:
+        """The ids in the stored body of ``side`` (None: no body stored)."""
+        content, content_type = self.bodies.get(side, (None, None))
+        if not content:
+            return None
+        return sightings(content, side, self.api, kind=body_kind(content, content_type), deep=True)
+
+    def recorded(self, side: Side) -> list[Recorded]:
+        """What toolid's records say of the ids of ``side``."""
+        changes = self.record.get(side)
+        if not isinstance(changes, list):
+            return []
+        observe = bool(self.record.get("observe"))
+        found = []
+        for change in changes:
+            if not isinstance(change, dict):
+                continue
+            values = [change.get(key) for key in ("path", "raw", "client", "action")]
+            if all(isinstance(value, str) for value in values):
+                path, raw, client, action = (str(value) for value in values)
+                seen = _on_the_wire(side, change, observe)
+                found.append(Recorded(path, raw, client, action, seen))
+        return found
+
+
+class Recorded(NamedTuple):
+    """One id position of toolid's records."""
+
+    path: str
+    raw: str
+    client: str
+    action: str
+    seen: str  # what went over the wire: to the client (responses) or the upstream (requests)
+
+
+def _on_the_wire(side: Side, change: Mapping[str, Any], observe: bool) -> str:
+    raw, client = change["raw"], change["client"]
+    if side == "response":
+        return str(raw if observe else client)
+    return str(client if observe or change.get("action") == "kept" else raw)
+
+
+_ROLES = {"response": "created", "request": "replayed"}
+_SIDES: tuple[Side, ...] = ("request", "response")
+
+
+def trace_lines(tool_id: str, exchanges: Sequence[Exchange | None]) -> list[str]:
+    """One line per position of ``tool_id`` (raw or encoded) in ``exchanges``, in order.
+
+    ``#N`` is the exchange's position (from 1; None: not an HTTP exchange, skipped but
+    counted); a response is where the id was created, a request where it was replayed. Each
+    side is matched by toolid's records when they mention the id (they always do for an id
+    toolid changed or would change), else by its stored body. A tagged client id names one
+    call: it is followed by its client id, never by the raw id other calls carry too."""
+    raw = codec.decode(tool_id)
+    by_raw = codec.occurrence(tool_id) == 1
+    lines = []
+    for number, exchange in enumerate(exchanges, 1):
+        if exchange is None:
+            continue
+        for side, where, action in _sightings(exchange, tool_id, raw, by_raw):
+            detail = f"{_ROLES[side]}, {action}" if action else _ROLES[side]
+            lines.append(f"#{number} {exchange.method} {exchange.path} {side} {where} ({detail})")
+    return lines
+
+
+def _sightings(
+    exchange: Exchange, tool_id: str, raw: str, by_raw: bool
+) -> Iterable[tuple[Side, str, str]]:
+    for side in _SIDES:
+        recorded = [
+            (side, change.path, change.action)
+            for change in exchange.recorded(side)
+            if change.client == tool_id or (by_raw and change.raw in (raw, tool_id))
+        ]
+        if recorded:
+            yield from recorded
+            continue
+        for sighting in exchange.body_ids(side) or ():
+            if sighting.value == tool_id or (by_raw and sighting.raw == raw):
+                event = "" if sighting.event is None else f"event {sighting.event} "
+                yield side, event + sighting.path, ""
