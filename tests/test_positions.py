@@ -61,8 +61,8 @@ def test_every_position_compiles_and_is_served() -> None:
         assert set(docs) == set(Doc)
         for doc, entries in docs.items():
             compiled = positions(api, doc)
-            assert [(p.notation, p.role) for p in compiled] == list(entries)
-            for position, (path, _) in zip(compiled, entries, strict=True):
+            assert [(p.notation, p.role, p.kind) for p in compiled] == list(entries)
+            for position, (path, *_) in zip(compiled, entries, strict=True):
                 assert position.steps == _compile(path)
                 assert position.key in ID_KEYS
     assert set(TABLE) == set(Api)

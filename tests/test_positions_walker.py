@@ -95,7 +95,8 @@ def _walk(document: Any, root: Call, position: Position, doc: Doc, found: list[F
     key, role = position.key, position.role
     for node, path, call in frontier:
         if isinstance(node, dict) and isinstance(value := node.get(key), str):
-            found.append(Found(node, key, value, f"{path}.{key}" if path else key, role, call))
+            where = f"{path}.{key}" if path else key
+            found.append(Found(node, key, value, where, role, call, position.kind))
 
 
 def _admits(step: _Each, element: Any) -> bool:

@@ -41,7 +41,13 @@ class Role(enum.StrEnum):
 
 DEFINES: Final = Role.DEFINES
 REFERS: Final = Role.REFERS
-type Entry = tuple[str, Role]  # a position in the table: its notation and its role
+# A position in the table: its notation, its role, and the kind of id it holds. Kinds pair
+# references with calls (a reference points at a call whose definition is of its kind) and
+# name the positions destination rules apply to (``rules.RuleSet.kinds``):
+# - ``call``: a tool call's id (Chat tool_calls[].id, Messages tool_use.id) and what points at it;
+# - ``call_id``: a Responses call item's ``call_id``, and the outputs' ``call_id``;
+# - ``item``: a Responses item's own ``id``, and what points at an item by it.
+type Entry = tuple[str, Role, str]
 
 
 class Doc(enum.StrEnum):
@@ -100,33 +106,33 @@ _RESPONSES_TOOL_EVENTS = "|".join(
 # Positions inside one Responses item (relative to the item), each with its role: a call
 # item's call_id and id define it; outputs, references and approvals refer to one.
 _RESPONSES_ITEM: tuple[Entry, ...] = (
-    (f"[type={_RESPONSES_CALLS}].call_id", DEFINES),
-    (f"[type={_RESPONSES_OUTPUTS}].call_id", REFERS),
-    (f"[type={_RESPONSES_DEFINING_IDS}].id", DEFINES),
-    ("[type=local_shell_call_output|item_reference].id", REFERS),
-    ("[type=mcp_approval_response].approval_request_id", REFERS),
+    (f"[type={_RESPONSES_CALLS}].call_id", DEFINES, "call_id"),
+    (f"[type={_RESPONSES_OUTPUTS}].call_id", REFERS, "call_id"),
+    (f"[type={_RESPONSES_DEFINING_IDS}].id", DEFINES, "item"),
+    ("[type=local_shell_call_output|item_reference].id", REFERS, "item"),
+    ("[type=mcp_approval_response].approval_request_id", REFERS, "item"),
 )
 
 # Positions inside one Anthropic content block (relative to the block).
 _MESSAGES_BLOCK: tuple[Entry, ...] = (
-    ("[type=tool_use|server_tool_use|mcp_tool_use].id", DEFINES),
-    ("[].tool_use_id", REFERS),
-    ("[].caller.tool_id", REFERS),
+    ("[type=tool_use|server_tool_use|mcp_tool_use].id", DEFINES, "call"),
+    ("[].tool_use_id", REFERS, "call"),
+    ("[].caller.tool_id", REFERS, "call"),
 )
 
 
 def _under(prefix: str, relative: tuple[Entry, ...]) -> tuple[Entry, ...]:
-    return tuple((prefix + path, role) for path, role in relative)
+    return tuple((prefix + path, role, kind) for path, role, kind in relative)
 
 
 TABLE: Final[dict[Api, dict[Doc, tuple[Entry, ...]]]] = {
     Api.CHAT: {
         Doc.REQUEST: (
-            ("messages[].tool_calls[].id", DEFINES),
-            ("messages[].tool_call_id", REFERS),
+            ("messages[].tool_calls[].id", DEFINES, "call"),
+            ("messages[].tool_call_id", REFERS, "call"),
         ),
-        Doc.RESPONSE: (("choices[].message.tool_calls[].id", DEFINES),),
-        Doc.EVENT: (("choices[].delta.tool_calls[].id", DEFINES),),
+        Doc.RESPONSE: (("choices[].message.tool_calls[].id", DEFINES, "call"),),
+        Doc.EVENT: (("choices[].delta.tool_calls[].id", DEFINES, "call"),),
     },
     Api.RESPONSES: {
         Doc.REQUEST: _under("input", _RESPONSES_ITEM),
@@ -134,7 +140,7 @@ TABLE: Final[dict[Api, dict[Doc, tuple[Entry, ...]]]] = {
         Doc.EVENT: (
             *_under("item", _RESPONSES_ITEM),
             *_under("response.output", _RESPONSES_ITEM),
-            (f"[type={_RESPONSES_TOOL_EVENTS}].item_id", REFERS),
+            (f"[type={_RESPONSES_TOOL_EVENTS}].item_id", REFERS, "item"),
         ),
     },
     Api.MESSAGES: {
@@ -149,8 +155,10 @@ TABLE: Final[dict[Api, dict[Doc, tuple[Entry, ...]]]] = {
 
 # In a streamed event, the member of the event itself that numbers the call it is about
 # (Responses output_index, Messages content-block index); array elements are numbered by
-# their own "index" member (Chat choices and tool-call deltas) or else their position.
+# their own ELEMENT_NUMBER member (Chat choices and tool-call deltas) or else their position.
 EVENT_CALL_NUMBERS: Final = ("output_index", "index")
+ELEMENT_NUMBER: Final = "index"
+TYPE: Final = "type"  # the member ``[type=...]`` filters on
 
 
 # --- compiled form ---------------------------------------------------------------------------
@@ -178,7 +186,7 @@ def _compile(path: str) -> tuple[_Step, ...]:
             inner = rest[1:end]
             if inner:
                 field, _, values = inner.partition("=")
-                if field != "type":
+                if field != TYPE:
                     raise ValueError(f"only [type=...] filters are supported: {path!r}")
                 steps.append(_Each(frozenset(values.split("|"))))
             else:
@@ -200,6 +208,7 @@ class Position:
 
     notation: str
     role: Role
+    kind: str
     steps: tuple[_Step, ...]
 
     @property
@@ -222,7 +231,9 @@ class Position:
 
 
 _COMPILED: Final[dict[tuple[Api, Doc], tuple[Position, ...]]] = {
-    (api, doc): tuple(Position(path, role, _compile(path)) for path, role in entries)
+    (api, doc): tuple(
+        Position(path, role, kind, _compile(path)) for path, role, kind in entries
+    )
     for api, docs in TABLE.items()
     for doc, entries in docs.items()
 }
@@ -253,6 +264,7 @@ class Found(NamedTuple):
     path: str  # concrete, e.g. "choices[0].message.tool_calls[1].id"
     role: Role = DEFINES
     call: Call = ()  # in a response or event; () in a request, whose calls are not numbered
+    kind: str = "call"  # the kind of id its position holds (see ``Entry``)
 
 
 def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
@@ -279,14 +291,15 @@ def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
 # half the time of a tree of small functions). Generated once, at import, from the table;
 # ``walk.__doc__`` holds the source, for debugging.
 type _Walk = Callable[[Any, Call, list[list[Found]]], None]
-type _Branch = tuple[tuple[_Step, ...], int, Role]  # the steps left, the position's slot, role
+type _Branch = tuple[tuple[_Step, ...], int, Role, str]  # steps left, slot, role, kind
+type _Leaf = tuple[str, int, Role, str]  # an id's member, its position's slot, role, kind
 
 
 class Tree(NamedTuple):
     """The positions of a table from one node on, grouped by their next step (positions that
     begin with the same steps share them): what the walkers follow."""
 
-    leaves: tuple[tuple[str, int, Role], ...]  # (member, slot, role): an id's member
+    leaves: tuple[_Leaf, ...]
     members: tuple[tuple[str, Tree], ...]  # (member, what follows inside it)
     # [] or [type=...]: (types or None, the members one of which an element needs or None,
     # whether elements that are not objects go on too, what follows inside an element)
@@ -296,14 +309,14 @@ class Tree(NamedTuple):
 def _tree(branches: list[_Branch]) -> Tree:
     """The ``Tree`` of ``branches``: their leaves, and the rest grouped by their next step."""
     groups: dict[_Step, list[_Branch]] = {}
-    leaves: list[tuple[str, int, Role]] = []
-    for steps, slot, role in branches:
+    leaves: list[_Leaf] = []
+    for steps, slot, role, kind in branches:
         if len(steps) == 1:
             last = steps[0]
             assert isinstance(last, _Key)
-            leaves.append((last.name, slot, role))
+            leaves.append((last.name, slot, role, kind))
         else:
-            groups.setdefault(steps[0], []).append((steps[1:], slot, role))
+            groups.setdefault(steps[0], []).append((steps[1:], slot, role, kind))
     members = tuple(
         (step.name, _tree(rest)) for step, rest in groups.items() if isinstance(step, _Key)
     )
@@ -311,7 +324,7 @@ def _tree(branches: list[_Branch]) -> Tree:
     for step, rest in groups.items():
         if isinstance(step, _Each):
             # When every step after this one is a member, elements with none of them go no further.
-            names = {steps[0].name for steps, _, _ in rest if isinstance(steps[0], _Key)}
+            names = {steps[0].name for steps, *_ in rest if isinstance(steps[0], _Key)}
             needs = frozenset(names) if len(names) == len(rest) else None
             bare = needs is None and step.types is None  # elements that are not objects go on
             elements.append((step.types, needs, bare, _tree(rest)))
@@ -362,8 +375,8 @@ class _WalkSource:
             if not at.is_dict:
                 self.emit(depth, f"if isinstance({at.node}, dict):")
                 depth += 1
-            for key, slot, role in tree.leaves:
-                self.leaf(at, depth, key, role, slot)
+            for leaf in tree.leaves:
+                self.leaf(at, depth, leaf)
             for key, inside in tree.members:
                 child = self.name("n")
                 self.emit(depth, f"{child} = {at.node}.get({key!r})")
@@ -373,8 +386,9 @@ class _WalkSource:
         for types, needs, bare, inside in tree.elements:
             self.elements(at, types, needs, bare, inside)
 
-    def leaf(self, at: _At, depth: int, key: str, role: Role, slot: int) -> None:
-        """Code adding the id in member ``key`` of the object ``at``, if it is a string."""
+    def leaf(self, at: _At, depth: int, leaf: _Leaf) -> None:
+        """Code adding the id in the leaf's member of the object ``at``, if it is a string."""
+        key, slot, role, kind = leaf
         value = self.name("v")
         where = _path_expression((*at.path, f".{key}" if at.path else key))
         call = f"(*call, {', '.join(at.numbers)})" if at.numbers else "call"
@@ -383,7 +397,7 @@ class _WalkSource:
         self.emit(
             depth + 1,
             f"found[{slot}].append(make(Found, ({at.node}, {key!r}, {value}, {where}, "
-            f"{self.constant(role)}, {call})))",
+            f"{self.constant(role)}, {call}, {kind!r})))",
         )
 
     def elements(
@@ -402,7 +416,7 @@ class _WalkSource:
         self.emit(at.depth + 2, f"if {self.admits(element, types, needs, bare)}:")
         numbers = at.numbers
         if self.numbered:
-            read = f"{element}.get('index')"
+            read = f"{element}.get({ELEMENT_NUMBER!r})"
             if bare:
                 read = f"{read} if isinstance({element}, dict) else None"
             self.emit(at.depth + 3, f"{number} = {read}")
@@ -426,7 +440,7 @@ class _WalkSource:
         if types is not None:
             kind = self.name("t")
             tests.append(
-                f"isinstance({kind} := {element}.get('type'), str) "
+                f"isinstance({kind} := {element}.get({TYPE!r}), str) "
                 f"and {kind} in {self.constant(types)}"
             )
         if bare:  # then nothing is tested of objects either
@@ -459,7 +473,7 @@ def _compile_walk(tree: Tree, numbered: bool) -> _Walk:
 
 #: The tree of each API and kind of document (``prune`` derives what to keep from it too).
 TREES: Final[dict[tuple[Api, Doc], Tree]] = {
-    key: _tree([(p.steps, slot, p.role) for slot, p in enumerate(compiled)])
+    key: _tree([(p.steps, slot, p.role, p.kind) for slot, p in enumerate(compiled)])
     for key, compiled in _COMPILED.items()
 }
 

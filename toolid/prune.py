@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from toolid import native
-from toolid.positions import TREES, Doc, Tree
+from toolid.positions import ELEMENT_NUMBER, EVENT_CALL_NUMBERS, TREES, TYPE, Doc, Tree
 
 type Spec = int | Node  # LEAF, KEEP or a node
 type Node = tuple[tuple[tuple[bytes, str, Spec], ...], Node | None]  # (members, elements)
@@ -31,9 +31,9 @@ LEAF: Final = 0  # an id's member: its string is kept, with the span of its lite
 KEEP: Final = 1  # a member the walker tests (type, index, ...): its scalar is kept
 
 _ROOT_MEMBERS: Final[dict[Doc, tuple[str, ...]]] = {
-    Doc.REQUEST: ("stream",),  # the addon reads it off the parsed request
+    Doc.REQUEST: ("stream",),  # read off the parsed request (``Rewritten.asks_to_stream``)
     Doc.RESPONSE: (),
-    Doc.EVENT: ("output_index", "index"),  # the call an event is about
+    Doc.EVENT: EVENT_CALL_NUMBERS,  # the call an event is about
 }
 
 
@@ -66,18 +66,18 @@ def _merge(into: _Merged, key: str, spec: int | _Merged) -> None:
 def _keeps(tree: Tree) -> _Merged:
     """What an object at ``tree`` keeps (arrays there: what their objects keep, under "[]")."""
     merged: _Merged = {}
-    for key, _, _ in tree.leaves:
+    for key, *_ in tree.leaves:
         _merge(merged, key, LEAF)
-        _merge(merged, "type", KEEP)  # the object holding an id: destination rules read it
+        _merge(merged, TYPE, KEEP)  # the object holding an id: destination rules read it
     for key, inside in tree.members:
         _merge(merged, key, _keeps(inside))
     for types, _, _, inside in tree.elements:
         if inside.elements:
             raise ValueError("arrays of arrays are not in the table")
         element = _keeps(inside)
-        _merge(element, "index", KEEP)  # numbers the call
+        _merge(element, ELEMENT_NUMBER, KEEP)  # numbers the call
         if types is not None:
-            _merge(element, "type", KEEP)
+            _merge(element, TYPE, KEEP)
         _merge(merged, "[]", element)
         for key, spec in element.items():  # an object is its own single element
             _merge(merged, key, spec)

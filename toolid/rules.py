@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 from toolid import codec
-from toolid.positions import DEFINES, Api, Found
+from toolid.positions import DEFINES, TYPE, Api, Found
 
 _BASE62: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _DIGEST: Final = 10  # base-62 digits of a mapped id's hash part (~60 bits)
@@ -60,19 +60,19 @@ class RuleSet:
 
     name: str
     default: Rule
-    # Overrides by kind of position: "<api>.<member>" or "<api>.<member>.<holder type>",
-    # e.g. "chat.id", "responses.call_id", "responses.id.function_call".
+    # Overrides by kind of position (the table's kinds, ``positions.Entry``): "<api>.<kind>"
+    # or "<api>.<kind>.<holder type>", e.g. "chat.call", "responses.item.function_call".
     kinds: Mapping[str, Rule] = field(default_factory=dict)
     unique: bool = True  # the calls of one request must have distinct ids
 
     def rule(self, api: Api, found: Found) -> Rule:
         """The rule for the id position ``found`` of a request of ``api``."""
-        kind = found.holder.get("type")
-        if isinstance(kind, str):
-            typed = self.kinds.get(f"{api.value}.{found.key}.{kind}")
+        holder_type = found.holder.get(TYPE)
+        if isinstance(holder_type, str):
+            typed = self.kinds.get(f"{api.value}.{found.kind}.{holder_type}")
             if typed is not None:
                 return typed
-        return self.kinds.get(f"{api.value}.{found.key}", self.default)
+        return self.kinds.get(f"{api.value}.{found.kind}", self.default)
 
 
 _SAFE = Rule()
@@ -89,7 +89,7 @@ RULE_SETS: Final[dict[str, RuleSet]] = {
         RuleSet(
             "anthropic",
             _SAFE,
-            {"messages.id.server_tool_use": Rule("A-Za-z0-9_", prefix="srvtoolu_")},
+            {"messages.call.server_tool_use": Rule("A-Za-z0-9_", prefix="srvtoolu_")},
         ),
         # OpenAI (and Azure OpenAI) errors: Chat "Invalid 'messages[2].tool_calls[0].id':
         # string too long. Expected a string with maximum length 40"; Responses
@@ -100,10 +100,9 @@ RULE_SETS: Final[dict[str, RuleSet]] = {
             "openai",
             Rule(max_len=64),
             {
-                "chat.id": Rule(max_len=40),
-                "chat.tool_call_id": Rule(max_len=40),
-                "responses.id.function_call": Rule(max_len=64, prefix="fc"),
-                "responses.id.custom_tool_call": Rule(max_len=64, prefix="ctc"),
+                "chat.call": Rule(max_len=40),  # tool_calls[].id and tool_call_id
+                "responses.item.function_call": Rule(max_len=64, prefix="fc"),
+                "responses.item.custom_tool_call": Rule(max_len=64, prefix="ctc"),
             },
         ),
         # Mistral's API and vLLM with the Mistral tokenizer (mistral-common): "Tool call id
@@ -141,28 +140,23 @@ def assign(found: Iterable[Found], api: Api, rule_set: RuleSet) -> list[Sent]:
     ``found``: the request's id positions in document order. Calls (definitions) are
     distinct when the rule set says so: a call whose preferred id is already used by an
     earlier call takes the next conforming form. A result (reference) takes the id of the
-    nearest call before it with the same client id; one with no such call is judged alone.
+    nearest call before it of its kind with the same client id; one with no such call is
+    judged alone.
     """
     sent: list[Sent] = []
     used: set[str] = set()
-    by_client: dict[tuple[str, str], Sent] = {}  # (rule key, client id) -> the latest call's
+    by_client: dict[tuple[str, str], Sent] = {}  # (kind, client id) -> the latest call's
     for position in found:
         rule = rule_set.rule(api, position)
         if position.role is DEFINES:
             choice = _choose(position.value, rule, used if rule_set.unique else set())
             used.add(choice.value)
-            by_client[(_family(position), position.value)] = choice
+            by_client[(position.kind, position.value)] = choice
         else:
-            call = by_client.get((_family(position), position.value))
+            call = by_client.get((position.kind, position.value))
             choice = call if call is not None else _choose(position.value, rule, set())
         sent.append(choice)
     return sent
-
-
-def _family(position: Found) -> str:
-    """Which calls a reference can point at: a ``call_id`` names a call's ``call_id``, every
-    other reference a call's own ``id`` (``tool_call_id``, ``tool_use_id``, ``item_id``...)."""
-    return "call_id" if position.key == "call_id" else "id"
 
 
 def _choose(client_id: str, rule: Rule, used: set[str]) -> Sent:
