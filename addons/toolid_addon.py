@@ -240,7 +240,7 @@ class ToolId:
         response = flow.response
         if response is None or not flow.live or not self._in_scope(flow):
             return
-        if not (_header(response, b"content-type") or "").lower().startswith("text/event-stream"):
+        if not response.headers.get("content-type", "").lower().startswith("text/event-stream"):
             return
         try:
             self._start_stream(flow, response)
@@ -284,7 +284,7 @@ class ToolId:
         self._apply(flow, request, "request", result)
         self._comment(flow)  # a response's comment is written once, by _finish
         if not self.observe and api_from_path(request.path) and result.asks_to_stream():
-            _set_header(request, b"accept-encoding", b"identity")
+            request.headers["accept-encoding"] = "identity"
         if result.api is not None:
             self._record(flow)["api"] = result.api.value
         self._taken[flow] = result.taken
@@ -306,16 +306,16 @@ class ToolId:
             self._problem(flow, problem)
         self._note(flow, side, result.changes)
         if not self.observe and result.changed:
-            _set_content(message, result.body)
+            message.content = result.body
 
     def _json_body(self, flow: http.HTTPFlow, message: http.Message, side: str) -> bytes | None:
         """The decoded body of a JSON message; None when absent, empty or not JSON, or when
         it cannot be decoded (reported)."""
-        content_type = _header(message, b"content-type")
+        content_type = message.headers.get("content-type")
         raw = message.raw_content
         if raw is None or not _is_json("json" if content_type is None else content_type):
             return None
-        encoding = _header(message, b"content-encoding")
+        encoding = message.headers.get("content-encoding")
         if not encoding:  # as get_content gives it
             return raw or None
         try:
@@ -330,13 +330,12 @@ class ToolId:
             api=api_of(flow),
             taken=self._taken.pop(flow, NOTHING_TAKEN),
             profile=self.profile,
-            content_encoding=_header(response, b"content-encoding") or "",
+            content_encoding=response.headers.get("content-encoding", ""),
             max_event_bytes=self.max_event_bytes,
         )
         self._record(flow)["streamed"] = True
         if not self.observe:
-            if _header(response, b"content-length") is not None:  # event streams seldom have one
-                response.headers.pop("content-length", None)
+            response.headers.pop("content-length", None)  # the size may change
             if stream.decodes:
                 response.headers.pop("content-encoding", None)
         response.stream = self._stream_callable(flow, stream)
@@ -473,42 +472,6 @@ class ToolId:
 
 
 _DEFAULT_HOST_RULES = scope.parse_assignments(rules.DEFAULT_HOST_RULES, rules.RULE_SETS)
-
-
-def _header(message: http.Message, name: bytes) -> str | None:
-    """``message.headers.get(name)`` (``name`` in lower case), read off the header fields:
-    mitmproxy's own lookup costs microseconds, and each flow asks a few times."""
-    values = [value for key, value in message.headers.fields if key.lower() == name]
-    if not values:
-        return None
-    return ", ".join(value.decode("utf-8", "surrogateescape") for value in values)
-
-
-def _set_header(message: http.Message, name: bytes, value: bytes) -> None:
-    """``message.headers[name] = value`` (``name`` in lower case), as mitmproxy sets it (the
-    first field of that name takes the value, keeping its spelling; the others go), on the
-    header fields: mitmproxy's own setter costs some ten microseconds."""
-    fields = []
-    placed = False
-    for field in message.headers.fields:
-        if field[0].lower() != name:
-            fields.append(field)
-        elif not placed:
-            fields.append((field[0], value))
-            placed = True
-    if not placed:
-        fields.append((name, value))
-    message.headers.fields = tuple(fields)
-
-
-def _set_content(message: http.Message, content: bytes) -> None:
-    """``message.content = content``, with fewer header lookups when there is nothing to
-    encode (as mitmproxy does it: Content-Length follows, unless Transfer-Encoding is set)."""
-    if _header(message, b"content-encoding") or _header(message, b"transfer-encoding") is not None:
-        message.content = content
-    else:
-        message.raw_content = content
-        _set_header(message, b"content-length", str(len(content)).encode())
 
 
 def _is_json(content_type: str) -> bool:

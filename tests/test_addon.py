@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from mitmproxy import exceptions
 from mitmproxy.addons import next_layer
-from mitmproxy.http import Headers
 from mitmproxy.test import taddons, tflow
 
 from addons import toolid_addon
@@ -27,9 +26,6 @@ from addons.toolid_addon import (
     MAX_RECORDS,
     ToolId,
     _describe,
-    _header,
-    _set_content,
-    _set_header,
 )
 from tests.test_jsonparse import stdlib_only
 from toolid import body as body_module
@@ -642,58 +638,6 @@ def test_a_stream_lets_go_of_its_rewriter_at_its_end(addon, either_path, monkeyp
     assert made[0]() is None  # no garbage collection needed
     assert flow.metadata["toolid"]["response"]
     assert callable_(b"data: late\n\n") == b"data: late\n\n"  # called again: as it is
-
-
-@pytest.mark.parametrize(
-    "fields",
-    [
-        [],
-        [(b"Content-Type", b"application/json")],
-        [(b"content-type", b"text/plain"), (b"CONTENT-TYPE", b"a\xffb")],
-        [(b"content-type", b"")],
-        [(b"x-other", b"1"), (b"Content-Encoding", b"gzip")],
-    ],
-)
-def test_header_reads_as_mitmproxy_does(fields):
-    message = tflow.tresp()
-    message.headers = Headers(fields)
-    for name in ("content-type", "content-encoding", "transfer-encoding"):
-        assert _header(message, name.encode()) == message.headers.get(name)
-
-
-@pytest.mark.parametrize(
-    "fields",
-    [
-        [(b"content-length", b"3")],
-        [(b"Content-Encoding", b"gzip")],
-        [(b"content-encoding", b"")],
-        [(b"Transfer-Encoding", b"chunked")],
-        [(b"content-encoding", b"identity"), (b"content-length", b"3")],
-    ],
-)
-def test_set_content_is_mitmproxys(fields):
-    ours, theirs = tflow.tresp(), tflow.tresp()
-    ours.headers, theirs.headers = Headers(fields), Headers(fields)
-    _set_content(ours, b'{"a": 1}')
-    theirs.content = b'{"a": 1}'
-    assert (ours.raw_content, ours.headers.fields) == (theirs.raw_content, theirs.headers.fields)
-
-
-@pytest.mark.parametrize(
-    "fields",
-    [
-        [],
-        [(b"Accept-Encoding", b"gzip, br")],
-        [(b"x-a", b"1"), (b"accept-encoding", b"gzip"), (b"x", b"2"), (b"ACCEPT-ENCODING", b"br")],
-        [(b"x-a", b"1")],
-    ],
-)
-def test_set_header_is_mitmproxys(fields):
-    ours, theirs = tflow.treq(), tflow.treq()
-    ours.headers, theirs.headers = Headers(fields), Headers(fields)
-    _set_header(ours, b"accept-encoding", b"identity")
-    theirs.headers["accept-encoding"] = "identity"
-    assert ours.headers.fields == theirs.headers.fields
 
 
 @pytest.mark.parametrize(
