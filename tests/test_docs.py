@@ -169,13 +169,14 @@ def test_options_and_commands_the_readme_shows_exist() -> None:
     options = set(re.findall(r'"(toolid_[a-z_]+)"', addon))
     commands = set(re.findall(r'_command\("(toolid\.[a-z]+)"\)', addon))
     readme = README.read_text(encoding="utf-8")
-    shown_options = set(re.findall(r"\btoolid_[a-z_]+[a-z]\b", readme))
-    shown_commands = set(re.findall(r"\btoolid\.(?:encode|decode|trace|[a-z]+)\b(?=[ `])", readme))
-    assert shown_options, "the README shows the options"
+    shown_options = set(re.findall(r"\btoolid_[a-z_]*[a-z]\b(?!\.py)", readme))
+    tabled = set(re.findall(r"^\| `(toolid_[a-z_]+)` \|", readme, re.M))
+    shown_commands = set(re.findall(r"`(toolid\.[a-z]+)[ `]", readme))
     assert shown_options <= options, sorted(shown_options - options)
+    assert {"toolid.encode", "toolid.decode", "toolid.trace"} <= shown_commands
     assert shown_commands <= commands, sorted(shown_commands - commands)
     # the options table names every option the addon has
-    assert options <= shown_options, sorted(options - shown_options)
+    assert tabled == options, sorted(tabled ^ options)
 
 
 # --- docs/wire-format.md: every example row round-trips ------------------------------------
@@ -188,8 +189,10 @@ def _tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
     """Every table of ``text``: its header cells and its rows' cells."""
     tables = []
     for block in re.findall(r"(?:^\|.*\|\n)+", _FENCE.sub("", text), re.M):
-        rows = [[cell.strip() for cell in line.strip()[1:-1].split(" | ")] for line in
-                block.splitlines()]
+        rows = [
+            [cell.strip() for cell in line.strip()[1:-1].split(" | ")]
+            for line in block.splitlines()
+        ]
         tables.append((rows[0], rows[2:]))
     return tables
 
@@ -210,16 +213,23 @@ def _id(cell: str) -> str:
 
 
 def _table(header: list[str]) -> list[list[str]]:
-    found = [rows for head, rows in _tables(WIRE_FORMAT.read_text(encoding="utf-8"))
-             if head == header]
+    found = [
+        rows for head, rows in _tables(WIRE_FORMAT.read_text(encoding="utf-8")) if head == header
+    ]
     assert len(found) == 1, f"one table with the header {header}"
     assert found[0], f"the table {header} has rows"
     return found[0]
 
 
+def _profile(cell: str) -> codec.Profile:
+    name = cell.strip("` ")
+    assert name in codec.PROFILES, f"no profile {cell!r}"
+    return name
+
+
 def _examples() -> list[tuple[str, codec.Profile, str]]:
     return [
-        (_id(raw), profile.strip("` "), _id(client))  # type: ignore[misc]
+        (_id(raw), _profile(profile), _id(client))
         for raw, profile, client in _table(["raw id", "profile", "client id"])
     ]
 
@@ -229,8 +239,8 @@ def _tagged() -> list[tuple[str, int, codec.Profile, str]]:
     for raw, profile, client in _table(["raw id, k-th call", "profile", "client id"]):
         ordinal = _ORDINAL.search(raw.rsplit(",", 1)[1])
         assert ordinal, raw
-        cases.append((_id(raw), int(ordinal.group(1)), profile, _id(client)))
-    return cases  # type: ignore[return-value]
+        cases.append((_id(raw), int(ordinal.group(1)), _profile(profile), _id(client)))
+    return cases
 
 
 def _not_decoded() -> list[str]:
@@ -259,4 +269,4 @@ def test_wire_format_unchanged_examples_are_unchanged() -> None:
     for raw, profile, client in _table(["raw id", "profile", "client id"]):
         if "(unchanged)" in client:
             assert _id(raw) == _id(client)
-            assert codec.passes(_id(raw), profile.strip("` "))  # type: ignore[arg-type]
+            assert codec.passes(_id(raw), _profile(profile))
