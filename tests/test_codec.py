@@ -1,4 +1,4 @@
-"""Wire format v1 (shared/reference/wire-format-v1.md): properties and examples of the codec."""
+"""Wire format v1 (docs/wire-format.md): properties and examples of the codec."""
 
 from __future__ import annotations
 

@@ -166,7 +166,7 @@ def test_toolid_subcommands_the_readme_shows_exist() -> None:
 
 def test_options_and_commands_the_readme_shows_exist() -> None:
     addon = (ROOT / "addons" / "toolid_addon.py").read_text(encoding="utf-8")
-    options = set(re.findall(r'"(toolid_[a-z_]+)"', addon))
+    options = set(re.findall(r'add_option\(\s*"(toolid_[a-z_]+)"', addon))
     commands = set(re.findall(r'_command\("(toolid\.[a-z]+)"\)', addon))
     readme = README.read_text(encoding="utf-8")
     shown_options = set(re.findall(r"\btoolid_[a-z_]*[a-z]\b(?!\.py)", readme))

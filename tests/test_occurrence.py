@@ -1,4 +1,4 @@
-"""Occurrence tags (issue 9): reused upstream ids get one client id per call, buffered and
+"""Occurrence tags: reused upstream ids get one client id per call, buffered and
 streamed, all three APIs; the request's history decides what is taken; strict hosts keep
 tagged ids. The codec's own tag tests are in test_codec.py."""
 

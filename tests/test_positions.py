@@ -1,4 +1,4 @@
-"""The table of id positions (toolid/positions.py) against where-ids-live.md.
+"""The table of id positions (toolid/positions.py) against docs/positions.md.
 
 Every document here is shaped like the real API's; each test asserts the exact multiset of
 concrete paths and values that ``find_ids`` yields, and that look-alikes are not among them.

@@ -1,4 +1,4 @@
-"""Destination rules (issue 10): every request to a host with a rule set satisfies it, calls
+"""Destination rules: every request to a host with a rule set satisfies it, calls
 and results stay paired, call ids stay distinct, and a conforming request is untouched."""
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def check_rules(before: Any, after: Any, api: Api, rule_set: RuleSet) -> None:
         assert len(defined) == len(set(defined)), defined
 
 
-# --- examples from the issue -----------------------------------------------------------------
+# --- examples of real errors -----------------------------------------------------------------
 
 
 def test_openai_chat_gets_ids_of_at_most_40() -> None:

@@ -1,6 +1,6 @@
 """Wire format v1: encode and decode one tool-call id (standard library only).
 
-The contract is ``shared/reference/wire-format-v1.md``: a raw id that a client
+The contract is ``docs/wire-format.md``: a raw id that a client
 would not accept is turned into ``prefix + payload``, where the payload spells
 the id's UTF-8 bytes with ``A-Za-z0-9_`` as themselves and every other byte as
 ``-XX`` (uppercase hex). The raw id travels inside the client id, so decoding

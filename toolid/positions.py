@@ -1,6 +1,6 @@
 """The one table of where tool-call ids live, per API and per kind of document.
 
-Positions are written in the notation of ``where-ids-live.md``:
+Positions are written in the notation of ``docs/positions.md``:
 
 - ``key`` steps into an object's member;
 - ``[]`` steps into every element of an array (an object is its own single element);

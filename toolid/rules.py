@@ -85,7 +85,7 @@ RULE_SETS: Final[dict[str, RuleSet]] = {
         RuleSet("safe", _SAFE),
         # Anthropic Messages API errors: "tool_use.id: String should match pattern
         # '^[a-zA-Z0-9_-]+$'" and "tool_use ids must be unique"; server tool ids must match
-        # '^srvtoolu_[a-zA-Z0-9_]+$' (where-ids-live.md). No documented length limit.
+        # '^srvtoolu_[a-zA-Z0-9_]+$' (docs/positions.md). No documented length limit.
         RuleSet(
             "anthropic",
             _SAFE,

@@ -1,4 +1,4 @@
-"""A local stand-in LLM server that reuses its tool-call ids in every turn (issue 9).
+"""A local stand-in LLM server that reuses its tool-call ids in every turn.
 
 Like Kimi K3, Moonshot's Anthropic endpoint, Ollama-style servers or OpenAI-compatible
 servers that send ``call_0`` every time, it answers every tool turn with the SAME raw ids.

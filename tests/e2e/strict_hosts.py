@@ -1,4 +1,4 @@
-"""Stand-in strict hosts (issue 10): each enforces one destination's tool-call id rules.
+"""Stand-in strict hosts: each enforces one destination's tool-call id rules.
 
 ``StrictHost("mistral")`` is a ``ReuseUpstream`` (a real HTTP server on 127.0.0.1, free
 port, daemon thread; Chat Completions, Responses and Messages) that checks the history of

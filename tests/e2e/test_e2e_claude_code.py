@@ -1,4 +1,4 @@
-"""End to end, issue 9, with a real agent: the Claude Code CLI against a stand-in
+"""End to end with a real agent: the Claude Code CLI against a stand-in
 Anthropic upstream that answers ``functions.Glob:0`` in every one of its three tool turns.
 
 Claude Code takes the id as the identity of a call: without toolid it keeps one copy of

@@ -5,7 +5,7 @@ that read every byte, and the real SDKs where their error surface matters.
 For every fault the test checks:
 
 - the client receives exactly what the upstream sent, ids rewritten, or the documented
-  pass-through (README "Fail open", "Streaming");
+  pass-through (docs/design.md "Fail open", "Streams");
 - toolid logs exactly one warning for a flow where it had to fail open, and none for a
   fault that was not its business (an upstream error page, a dead connection);
 - mitmdump logged no traceback (the autouse health check in conftest.py);
@@ -204,7 +204,7 @@ def test_upstream_dies_mid_stream(
     every complete event, ids rewritten, then the error; no toolid warning (not its
     business); the proxy serves on. The bytes of an event cut in half are not forwarded:
     mitmproxy ends the response without a last call to toolid, which holds them until
-    their blank line (README "Fail open", the one exception; no SSE client dispatches an
+    their blank line (docs/design.md "Fail open", the one exception; no SSE client dispatches an
     incomplete event)."""
     handle = upstream.scenario(responder=dying_stream(api, cut, "chunked"))
     mark = fault_proxy.mark()
@@ -224,7 +224,7 @@ def test_read_until_close_stream_ends_mid_event(
     api: API, cut: str, upstream: UpstreamServer, fault_proxy: Mitmdump
 ) -> None:
     """With read-until-close framing, closing mid-event is the end of the body: the client
-    gets the complete events rewritten and the incomplete one as is (README)."""
+    gets the complete events rewritten and the incomplete one as is (docs/design.md)."""
     handle = upstream.scenario(responder=dying_stream(api, cut, "close"))
     mark = fault_proxy.mark()
     response, got, error = fetch(fault_proxy, handle, api)
@@ -357,7 +357,7 @@ def test_corrupt_gzip_stream(
     api: API, how: str, upstream: UpstreamServer, fault_proxy: Mitmdump
 ) -> None:
     """A gzip SSE stream that turns corrupt: what decoded reaches the client rewritten,
-    the rest as received (README "Compression"); content-encoding is gone; one warning."""
+    the rest as received (docs/design.md "Streams"); content-encoding is gone; one warning."""
     handle = upstream.scenario(responder=corrupt_gzip_stream(api, how))
     mark = fault_proxy.mark()
     response, got, error = fetch(fault_proxy, handle, api)
@@ -881,7 +881,7 @@ def test_body_size_limit_refuses_before_toolid(
 
 def test_stream_large_bodies_is_reported(upstream: UpstreamServer, mitm: MitmdumpPool) -> None:
     """mitmproxy's stream_large_bodies streams a big request before toolid sees it: its ids
-    cannot be restored and toolid says so, once (README "Fail open"); the bytes pass as
+    cannot be restored and toolid says so, once (docs/design.md "Fail open"); the bytes pass as
     the client sent them."""
     proxy = mitm.get(tag="limits", stream_large_bodies="1m")
     handle = upstream.scenario()

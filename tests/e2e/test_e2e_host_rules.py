@@ -1,4 +1,4 @@
-"""End to end, issue 10: every request satisfies the id rules of the host it goes to.
+"""End to end: every request satisfies the id rules of the host it goes to.
 
 Stand-ins (``strict_hosts.StrictHost``) enforce the rule sets of OpenAI, Mistral, Anthropic
 and Bedrock and answer 400 with the real error texts. Histories that break them (83-character
@@ -175,7 +175,7 @@ class Case:
 
 LENGTH = "string too long. Expected a string with maximum length"
 CASES = {
-    # the issue's Chat error, at its index (system, user, then the assistant message)
+    # OpenAI's reported Chat error, at its index (system, user, then the assistant message)
     "openai-chat-83": Case(
         "chat",
         "openai",
@@ -201,7 +201,7 @@ CASES = {
         [[Call("call_d4", "fc_d4"), Call("call_e5", "custom_e5", custom=True)]],
         "Invalid 'input[2].id': 'custom_e5'. Expected an ID that begins with 'ctc'.",
     ),
-    # the issue's Mistral error, then Anthropic, Kimi (also a 2nd use) and native ids
+    # Mistral's reported error, then Anthropic, Kimi (also a 2nd use) and native ids
     "mistral-chat": Case(
         "chat",
         "mistral",

@@ -1,11 +1,11 @@
 """End to end behind a gateway: the real LiteLLM proxy (and claude-code-router) between the
-anthropic SDK and a Kimi-like upstream, without and with toolid (issue 13).
+anthropic SDK and a Kimi-like upstream, without and with toolid.
 
 LiteLLM (pinned, installed into a cached venv by ``cache.venv``) serves an OpenAI-compatible
 upstream (``openai/...`` with an ``api_base``) to Anthropic clients on ``/v1/messages``: it
 turns each request into the upstream's Responses API and sanitizes the ids it sends back
 (``functions.get_weather:0`` -> ``functions_get_weather_0``). toolid goes between the gateway
-and the upstream: as LiteLLM's ``HTTP_PROXY``/``HTTPS_PROXY`` (regular mode, the README's
+and the upstream: as LiteLLM's ``HTTP_PROXY``/``HTTPS_PROXY`` (regular mode, docs/deployment.md's
 primary recipe; for ``https://`` upstreams LiteLLM trusts mitmproxy's CA via
 ``SSL_CERT_FILE``) or as a reverse proxy named by ``api_base``.
 

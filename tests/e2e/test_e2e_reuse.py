@@ -1,9 +1,9 @@
-"""End to end, issue 9: upstreams that reuse tool-call ids in every turn.
+"""End to end: upstreams that reuse tool-call ids in every turn.
 
 The real openai and anthropic SDKs run three-tool-turn loops through a real mitmdump
 against ``ReuseUpstream``, which answers every tool turn with the same raw ids. Through
 toolid the client must see a distinct safe id for every call (the occurrence tags of
-wire-format-v1.md), the upstream must get back exactly its own raw ids, and a strict host
+docs/wire-format.md), the upstream must get back exactly its own raw ids, and a strict host
 must get unique safe ids. Without toolid the client sees the same id turn after turn.
 """
 
@@ -38,7 +38,7 @@ CALL0 = "call_0"
 ITEM0 = "fc_0"
 TURNS = 3
 
-# The client id of the 1st, 2nd, 3rd ... call that carries each raw id (wire-format-v1.md,
+# The client id of the 1st, 2nd, 3rd ... call that carries each raw id (docs/wire-format.md,
 # "Occurrence tags"): untagged first, then prefix + escaped raw + "-_" + k.
 CLIENT_IDS = {
     KIMI: ["tid1_functions-2EGlob-3A0"] + [f"tid1_functions-2EGlob-3A0-_{k}" for k in range(2, 7)],

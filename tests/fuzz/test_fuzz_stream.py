@@ -14,7 +14,7 @@ fixed shape. This adds:
 - arbitrary bytes under tiny ``max_event_bytes`` limits (the skip-ahead path);
 - valid streams compressed by every codec, then corrupted (truncated, a byte flipped,
   junk inserted, prepended or appended) and split anywhere: the output is exactly the
-  rewrite of what decoded, then the rest of the body as received (README "Streaming",
+  rewrite of what decoded, then the rest of the body as received (docs/design.md "Streams",
   "Compression"), with one problem reported;
 - events of a few MiB at the default limit, in bounded time, and (``--long``) an event
   above the default 16 MiB limit;
@@ -230,7 +230,7 @@ def corrupt(data: bytes, how: str, at: int, junk: bytes) -> bytes:
 def reference(
     pieces: list[bytes], encoding: str, identity: Callable[[bytes], bytes]
 ) -> tuple[bytes, bool]:
-    """What the client must get, from the README: the rewrite of everything that decoded,
+    """What the client must get, from docs/design.md: the rewrite of everything that decoded,
     then, from the first piece that did not decode, the rest as received (or, when only
     the end is bad, the rewrite of everything). And whether a problem must be reported."""
     decoder = decompress.for_encoding(encoding)
