@@ -76,7 +76,7 @@ def test_taken_without_a_definition_marker_looks_no_further() -> None:
     request = b'{"messages":[{"role":"tool","tool_call_id":"call_a","content":"call_b"}]} x'
     taken = Taken(request, Api.CHAT)
     assert "call_a" not in taken
-    assert taken._ids == frozenset()  # known at once: no parse, no search per id
+    assert taken.known() == frozenset()  # known at once: no parse, no search per id
 
 
 def test_taken_guesses_the_api_and_survives_garbage() -> None:

@@ -674,10 +674,10 @@ def test_oversized_event_is_forwarded_and_memory_stays_bounded(eol: str, piece: 
     for part in chunks(source, piece):
         out += rewriter.feed(part)
         fed += len(part)
-        assert len(rewriter._framer) <= limit + piece
+        assert rewriter.held <= limit + piece
         if rewriter.problems and fed < len(before) + len(big) - 4:
             # Inside the oversized event once it is known: forwarded as it comes.
-            assert len(rewriter._framer) <= 4
+            assert rewriter.held <= 4
     out += rewriter.finish()
     assert out == chat_tool_event(encode(KIMI), eol) + big + chat_tool_event(
         encode("get_time:1"), eol
@@ -709,7 +709,7 @@ def test_stream_ending_inside_an_oversized_event() -> None:
     big = big_event(5000)[:-2]  # no blank line: the stream ends mid-event
     rewriter = StreamRewriter(Api.CHAT, ENCODE, max_event_bytes=1000)
     out = b"".join(rewriter.feed(part) for part in chunks(big, 100))
-    assert len(rewriter._framer) <= 1100
+    assert rewriter.held <= 1100
     assert out + rewriter.finish() == big
     assert len(rewriter.problems) == 1
 
@@ -729,7 +729,7 @@ def test_oversized_events_under_any_split(cuts: list[int], eol: str, size: int) 
     out = b""
     for part in split_at(source, cuts):
         out += rewriter.feed(part)
-        assert len(rewriter._framer) <= limit + len(part)
+        assert rewriter.held <= limit + len(part)
     out += rewriter.finish()
     rewritten = chat_tool_event(encode(KIMI), eol)
     assert out == rewritten + big + rewritten + big + rewritten

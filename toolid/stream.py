@@ -61,6 +61,11 @@ class StreamRewriter:
         self._passthrough = False  # after something unexpected: forward everything as is
 
     @property
+    def held(self) -> int:
+        """How many bytes are held back now (the start of an incomplete event)."""
+        return len(self._framer)
+
+    @property
     def decodes(self) -> bool:
         """Whether the output is decompressed (the caller must drop Content-Encoding)."""
         return self._decoder is not None

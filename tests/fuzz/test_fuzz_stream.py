@@ -349,7 +349,7 @@ def test_event_above_the_default_limit_passes_with_bounded_memory(piece: int) ->
     out = []
     for part in chunks(small + big + small, piece):
         out.append(rewriter.feed(part))
-        assert len(rewriter._framer) <= DEFAULT_MAX_EVENT_BYTES + piece
+        assert rewriter.held <= DEFAULT_MAX_EVENT_BYTES + piece
     out.append(rewriter.finish())
     client_small = big_id_event(Api.CHAT, encode(raw), 10)
     assert b"".join(out) == client_small + big + client_small
