@@ -293,7 +293,7 @@ async def run_alternating(
     min_requests: int = 0,
 ) -> list[LoadResult]:
     """One keep-alive connection to each of ``ports``, and ``request`` sent to them in turn,
-    one at a time (A, B, A, B, ...; each round starting one further), for ``duration``
+    one at a time (A, B, A, B, ...; each turn starting one further), for ``duration``
     seconds per port (and until each port had ``min_requests``): side by side, so that
     whatever else the machine is doing weighs on them alike. One result per port, with the
     time to each response's first body byte as well (``LoadResult.first_bytes``)."""

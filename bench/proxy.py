@@ -75,7 +75,8 @@ class Upstream:
 
 class Mitmdump:
     """One ``mitmdump`` subprocess in reverse mode to ``upstream_port``; ``env``: variables to
-    set in its environment (``TOOLID_NATIVE=off``: the addon without the native accelerator)."""
+    set in its environment (``TOOLID_NATIVE=off``: the addon without the native accelerator).
+    ``wait=False``: return at once, and ``ready()`` waits (to start several side by side)."""
 
     def __init__(
         self,
@@ -85,6 +86,7 @@ class Mitmdump:
         addon: bool,
         options: dict[str, str] | None = None,
         env: dict[str, str] | None = None,
+        wait: bool = True,
     ) -> None:
         self.addon = addon
         self.confdir = workdir / "confdir"
@@ -117,7 +119,15 @@ class Mitmdump:
                 env=subprocess_env(env),
                 cwd=REPO_ROOT,
             )
-        self.port = self._wait_port()
+        self.port = 0
+        if wait:
+            self.ready()
+
+    def ready(self) -> Mitmdump:
+        """Wait until it listens (``port`` is set then)."""
+        if not self.port:
+            self.port = self._wait_port()
+        return self
 
     @property
     def pid(self) -> int:

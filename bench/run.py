@@ -1327,18 +1327,26 @@ async def _proxy_and_memory(
             "plain_stream": "mitmdump (stream_large_bodies=1)",
         }
         try:
-            procs["plain"] = Mitmdump(workdir / "plain", upstream.port, addon=False)
+            # Started side by side, then waited for.
+            procs["plain"] = Mitmdump(workdir / "plain", upstream.port, addon=False, wait=False)
             procs["plain_stream"] = Mitmdump(
                 workdir / "plain-stream",
                 upstream.port,
                 addon=False,
                 options={"stream_large_bodies": "1"},
+                wait=False,
             )
             for mode in settings.modes:
                 procs[_addon(mode)] = Mitmdump(
-                    workdir / _addon(mode), upstream.port, addon=True, env=MODE_ENV[mode]
+                    workdir / _addon(mode),
+                    upstream.port,
+                    addon=True,
+                    env=MODE_ENV[mode],
+                    wait=False,
                 )
                 labels[_addon(mode)] = f"mitmdump -s toolid_addon.py ({MODE_LABEL[mode]})"
+            for proc in procs.values():
+                proc.ready()
             targets = {"direct": Target("direct", "client-only", upstream.port, None)}
             targets.update(
                 {name: Target(name, labels[name], proc.port, proc) for name, proc in procs.items()}
