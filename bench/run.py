@@ -852,7 +852,7 @@ MODE_WIDTH = 52
 def _target_cells(report: dict[str, Any], spec: TargetRow, mode: str) -> str | None:
     """One mode's cells of a TARGETS row (toolid/reference ms, ratio, target), or None when
     the row's case did not run."""
-    status = report["meta"]["modes"].get(mode, "not measured")
+    status: str = report["meta"]["modes"].get(mode, "not measured")
     if status != MEASURED:
         return status
     case = next(
