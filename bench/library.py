@@ -12,6 +12,11 @@ stream workloads deliver it; mitmproxy calls the stream callable once per upstre
 ``finish``; ``toolid_per_event`` feeds it one event per call (as LLM servers that flush every
 event deliver it).
 
+A stream case also counts the JSON documents toolid parses while rewriting it
+(``json_parses``): the calls of ``toolid.jsonparse``'s public parse functions, where toolid
+parses in Python; a stream without ids should parse none. What the native accelerator parses
+itself is not counted there.
+
 The garbage collector is off while timing (as timeit does); toolid's id caches are warm after
 the first call, as they are for a conversation whose history is resent every turn.
 """

@@ -48,6 +48,13 @@ VM. (The first repeat also measures client-only: the upstream without a proxy.) 
 ratio is toolid's median time over the reference's; the row shows the median of those paired
 ratios over the repeats. The proxies' CPU time per request (from ``/proc``) is reported beside.
 
+The JSON report (``--json``): ``meta`` (the machine, the settings, ``modes``: each mode's status,
+"measured", "not built" or "off (TOOLID_NATIVE=off)"), ``cases`` (one per case and mode
+measured, with its ``mode``) and ``targets`` (one per target and mode: ``mode``, ``row`` (the
+TARGETS table's, or "scaling", or "" for the others), ``case``, ``metric``, ``value`` (None:
+not measurable in this run), ``op`` and ``limit`` (with its ``unit``), ``pass`` (None with a
+None value)).
+
 PASS/MISS next to a target is information for the reader; nothing fails on speed.
 """
 
