@@ -29,7 +29,8 @@ def subprocess_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     first on ``PYTHONPATH``, and ``extra`` (``TOOLID_NATIVE=off``, for one)."""
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO_ROOT), env.get("PYTHONPATH"))))
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(REPO_ROOT)]
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *paths])
     env.update(extra or {})
     return env
 

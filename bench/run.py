@@ -39,7 +39,7 @@ running toolid.
 
 Proxy times: each proxy gets *one* keep-alive connection, and a repeat sends the workload's
 request to the reference and to each toolid in turn, one request at a time (reference, native,
-pure, native, pure, reference, ...; each repeat starting with another), for ``--duration``
+pure, then native, pure, reference, ...; each repeat starting with another), for ``--duration``
 seconds per proxy (at least ``MIN_REQUESTS`` requests each) after one warm-up request each; a
 request's time runs from writing it to the last byte of its response. Side by side request by
 request, the proxies meet the same moments of a busy machine: measured in turns of half a
