@@ -1,4 +1,5 @@
-"""toolid benchmark harness: issue #12's time ratios (proxy and library), scaling, memory.
+"""toolid benchmark harness: the TARGETS' time ratios (proxy and library), first-event latency,
+scaling, pass-through, memory; with the native accelerator and as pure Python, side by side.
 
 Run it with ``scripts/bench`` (or ``python -m bench``); ``--help`` lists the options.
 
@@ -6,9 +7,10 @@ Run it with ``scripts/bench`` (or ``python -m bench``); ``--help`` lists the opt
 - ``upstream``: a fast asyncio HTTP/1.1 server that serves the canned responses (streams in
   16 KiB chunks).
 - ``client``: an asyncio raw-socket load client (keep-alive, Content-Length and chunked).
-- ``proxy``: starts ``mitmdump`` (with and without the addon) and reads its memory.
+- ``proxy``: starts ``mitmdump`` (with and without the addon, with and without the native
+  accelerator) and reads its memory.
 - ``library``: times ``toolid.body`` / ``toolid.stream`` against ``json.loads`` / ``bytes.find``.
-- ``run``: the command line, the table (issue #12's rows first) and the JSON report.
+- ``run``: the command line, both modes, the table (the TARGETS first) and the JSON report.
 - ``scaleout`` (``python -m bench.scaleout``): one proxy process against N behind HAProxy.
 - ``haproxy``: installs and runs HAProxy with ``deploy/haproxy.cfg`` (also for the e2e test).
 

@@ -27,6 +27,9 @@ class Response:
     body: bytes
     size: int  # body bytes received (after de-chunking)
     chunks: int  # number of chunks (0 for Content-Length)
+    #: Seconds from writing the request to the first byte of the body (the first event of a
+    #: stream); None for an empty body.
+    first_byte_s: float | None = None
 
 
 class Connection(asyncio.Protocol):
@@ -48,6 +51,8 @@ class Connection(asyncio.Protocol):
         self.remaining = 0
         self.status = 0
         self.head = b""
+        self.sent_at = 0.0
+        self.first_byte_at: float | None = None
 
     @classmethod
     async def open(cls, host: str, port: int) -> Connection:
@@ -72,6 +77,7 @@ class Connection(asyncio.Protocol):
             raise HTTPError("connection is closed")
         self._reset(keep_body)
         self.waiter = asyncio.get_running_loop().create_future()
+        self.sent_at = time.perf_counter()
         self.transport.write(data)
         return self.waiter
 
@@ -96,9 +102,7 @@ class Connection(asyncio.Protocol):
             state = self.state
             if state in (_LENGTH, _CHUNK_DATA):
                 take = min(self.remaining, n - pos)
-                if self.keep:
-                    self.body += data[pos : pos + take]
-                self.size += take
+                self._arrived(data, pos, take)
                 self.remaining -= take
                 pos += take
                 if self.remaining:
@@ -138,6 +142,14 @@ class Connection(asyncio.Protocol):
             else:  # pragma: no cover
                 return
 
+    def _arrived(self, data: bytes, pos: int, take: int) -> None:
+        """``take`` bytes of the body, at ``pos`` in ``data``, arrived."""
+        if take and self.first_byte_at is None:
+            self.first_byte_at = time.perf_counter()
+        if self.keep:
+            self.body += data[pos : pos + take]
+        self.size += take
+
     def _parse_head(self) -> bool:
         status_line, _, headers = self.head.partition(b"\r\n")
         try:
@@ -162,7 +174,8 @@ class Connection(asyncio.Protocol):
         return True
 
     def _done(self) -> None:
-        response = Response(self.status, self.head, bytes(self.body), self.size, self.chunks)
+        first = None if self.first_byte_at is None else self.first_byte_at - self.sent_at
+        response = Response(self.status, self.head, bytes(self.body), self.size, self.chunks, first)
         waiter, self.waiter = self.waiter, None
         self.state = _HEAD
         if waiter is not None and not waiter.done():
@@ -193,6 +206,8 @@ class LoadResult:
     latencies: list[float] = field(repr=False)
     body_bytes: int
     events: int  # SSE events seen (by the number of blank lines the workload is known to have)
+    #: Seconds from each request to the first byte of its body (``Response.first_byte_s``).
+    first_bytes: list[float] = field(default_factory=list, repr=False)
 
     @property
     def rps(self) -> float:
@@ -278,15 +293,17 @@ async def run_alternating(
     min_requests: int = 0,
 ) -> list[LoadResult]:
     """One keep-alive connection to each of ``ports``, and ``request`` sent to them in turn,
-    one at a time (A, B, A, B, ...; each round starting one further), for ``duration``
+    one at a time (A, B, A, B, ...; each turn starting one further), for ``duration``
     seconds per port (and until each port had ``min_requests``): side by side, so that
-    whatever else the machine is doing weighs on them alike. One result per port."""
+    whatever else the machine is doing weighs on them alike. One result per port, with the
+    time to each response's first body byte as well (``LoadResult.first_bytes``)."""
     conns = [await Connection.open(host, port) for port in ports]
     try:
         for _ in range(warmup):
             for conn in conns:
                 _check(await conn.request(request))
         latencies: list[list[float]] = [[] for _ in conns]
+        first_bytes: list[list[float]] = [[] for _ in conns]
         body_bytes = [0] * len(conns)
         clock = time.perf_counter
         start = clock()
@@ -300,6 +317,8 @@ async def run_alternating(
                 latencies[index].append(clock() - t0)
                 if response.status != 200:
                     _check(response)
+                if response.first_byte_s is not None:
+                    first_bytes[index].append(response.first_byte_s)
                 body_bytes[index] += response.size
             turn += 1
         seconds = clock() - start
@@ -307,8 +326,8 @@ async def run_alternating(
         for conn in conns:
             conn.close()
     return [
-        LoadResult(len(times), seconds, times, size, 0)
-        for times, size in zip(latencies, body_bytes, strict=True)
+        LoadResult(len(times), seconds, times, size, 0, first)
+        for times, size, first in zip(latencies, body_bytes, first_bytes, strict=True)
     ]
 
 

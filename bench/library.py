@@ -12,6 +12,11 @@ stream workloads deliver it; mitmproxy calls the stream callable once per upstre
 ``finish``; ``toolid_per_event`` feeds it one event per call (as LLM servers that flush every
 event deliver it).
 
+A stream case also counts the JSON documents toolid parses while rewriting it
+(``json_parses``): the calls of ``toolid.jsonparse``'s public parse functions, where toolid
+parses in Python; a stream without ids should parse none. What the native accelerator parses
+itself is not counted there.
+
 The garbage collector is off while timing (as timeit does); toolid's id caches are warm after
 the first call, as they are for a conversation whose history is resent every turn.
 """
@@ -31,7 +36,7 @@ from typing import Any, Literal
 
 from bench import workloads
 from bench.workloads import SHAPES, Shape
-from toolid import body
+from toolid import body, jsonparse
 from toolid.body import Direction, Policy
 from toolid.positions import Api, Doc
 from toolid.sse import EventFramer
@@ -225,35 +230,39 @@ def _frame_only(pieces: list[bytes]) -> int:
     return n
 
 
+#: The functions of ``toolid.jsonparse`` that parse a document (those the module has).
+PARSERS = ("loads", "loads_checked")
+
+
 def _count_parses(run: Callable[[], int]) -> tuple[int, int]:
-    """(JSON documents decoded, changes) while ``run`` runs: every json.loads, any decoder, and
-    every ``orjson.loads`` (looked up on the module at call time) when orjson is installed."""
+    """(JSON documents parsed, changes) while ``run`` runs: the calls of ``toolid.jsonparse``'s
+    public parse functions (``PARSERS``; a call that another one makes counts once), which is
+    where toolid parses a document in Python, with orjson or the standard library. Documents
+    the native accelerator parses itself are not counted."""
     calls = 0
-    original = json.JSONDecoder.decode
+    depth = 0
+    originals = {name: getattr(jsonparse, name) for name in PARSERS if hasattr(jsonparse, name)}
 
-    def counting(self: json.JSONDecoder, s: str, *args: Any, **kwargs: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        return original(self, s, *args, **kwargs)
+    def counting(original: Callable[..., Any]) -> Callable[..., Any]:
+        def parse(*args: Any, **kwargs: Any) -> Any:
+            nonlocal calls, depth
+            if depth == 0:
+                calls += 1
+            depth += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                depth -= 1
 
-    fast = _orjson()
-    fast_loads = fast.loads if fast is not None else None
+        return parse
 
-    def counting_fast(document: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        assert fast_loads is not None
-        return fast_loads(document)
-
-    json.JSONDecoder.decode = counting  # type: ignore[method-assign]
-    if fast is not None:
-        fast.loads = counting_fast
+    for name, original in originals.items():
+        setattr(jsonparse, name, counting(original))
     try:
         changes = run()
     finally:
-        json.JSONDecoder.decode = original  # type: ignore[method-assign]
-        if fast is not None:
-            fast.loads = fast_loads
+        for name, original in originals.items():
+            setattr(jsonparse, name, original)
     return calls, changes
 
 
@@ -267,12 +276,8 @@ def _orjson() -> ModuleType | None:
 
 def json_parser() -> str:
     """Which JSON parser toolid uses: "orjson <version>" or "json (standard library)"."""
-    try:
-        accelerated = importlib.import_module("toolid.jsonparse").accelerated()
-    except (ImportError, AttributeError):
-        accelerated = False
     fast = _orjson()
-    if accelerated and fast is not None:
+    if jsonparse.accelerated() and fast is not None:
         return f"orjson {fast.__version__}"
     return "json (standard library)"
 

@@ -2,6 +2,10 @@
 
 Each ``mitmdump`` listens on a free 127.0.0.1 port (``--listen-port 0``; the port is read from
 its log), has its own ``confdir`` and proxies in reverse mode to the local upstream.
+
+Every subprocess imports toolid from this checkout (its root first on ``PYTHONPATH``): a venv's
+editable install may point at another checkout of the project, and mitmdump does not put the
+working directory on ``sys.path``.
 """
 
 from __future__ import annotations
@@ -20,9 +24,14 @@ STARTUP_TIMEOUT = 30.0
 _LISTENING = re.compile(r"listening at 127\.0\.0\.1:(\d+)")
 
 
-def _env() -> dict[str, str]:
+def subprocess_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment for a subprocess: no proxy variables, unbuffered output, this checkout
+    first on ``PYTHONPATH``, and ``extra`` (``TOOLID_NATIVE=off``, for one)."""
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env["PYTHONUNBUFFERED"] = "1"
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(REPO_ROOT)]
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *paths])
+    env.update(extra or {})
     return env
 
 
@@ -44,7 +53,7 @@ class Upstream:
             [sys.executable, "-m", "bench.upstream"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=_env(),
+            env=subprocess_env(),
             cwd=REPO_ROOT,
         )
         assert self.proc.stdout is not None
@@ -66,7 +75,9 @@ class Upstream:
 
 
 class Mitmdump:
-    """One ``mitmdump`` subprocess in reverse mode to ``upstream_port``."""
+    """One ``mitmdump`` subprocess in reverse mode to ``upstream_port``; ``env``: variables to
+    set in its environment (``TOOLID_NATIVE=off``: the addon without the native accelerator).
+    ``wait=False``: return at once, and ``ready()`` waits (to start several side by side)."""
 
     def __init__(
         self,
@@ -75,6 +86,8 @@ class Mitmdump:
         *,
         addon: bool,
         options: dict[str, str] | None = None,
+        env: dict[str, str] | None = None,
+        wait: bool = True,
     ) -> None:
         self.addon = addon
         self.confdir = workdir / "confdir"
@@ -104,10 +117,18 @@ class Mitmdump:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=_env(),
+                env=subprocess_env(env),
                 cwd=REPO_ROOT,
             )
-        self.port = self._wait_port()
+        self.port = 0
+        if wait:
+            self.ready()
+
+    def ready(self) -> Mitmdump:
+        """Wait until it listens (``port`` is set then)."""
+        if not self.port:
+            self.port = self._wait_port()
+        return self
 
     @property
     def pid(self) -> int:

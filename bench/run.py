@@ -1,7 +1,14 @@
 """``scripts/bench`` / ``python -m bench``: measure, print a table, optionally write JSON.
 
-The table leads with the rows of issue #12, each a *time ratio* toolid / reference (lower is
-better), the median over interleaved repeats with its [min-max], next to its target:
+Everything is measured in two modes, side by side, each judged against its own targets:
+
+- **native**: toolid with its native accelerator (the C extension ``setup.py`` builds where a
+  compiler is; "not built" elsewhere, and then only the pure column is judged);
+- **pure**: toolid as pure Python, ``TOOLID_NATIVE=off`` in its environment: what a machine
+  without a C compiler gets (orjson, toolid's optional JSON parser, is used when installed).
+
+The table leads with the TARGETS, each a *time ratio* toolid / reference (lower is better), the
+median over interleaved repeats with its [min-max], next to its target in each mode:
 
 1. proxy: chat SSE, 2,000 events in 16 KiB chunks, a tool call every 20, through
    ``mitmdump -s addons/toolid_addon.py`` against ``mitmdump --set stream_large_bodies=1``
@@ -9,23 +16,44 @@ better), the median over interleaved repeats with its [min-max], next to its tar
 2. proxy: a buffered chat response with 4 Kimi-style tool calls, against plain ``mitmdump``;
 3. proxy: a follow-up request with 500 prior tool calls (tid1_ ids to restore), against plain
    ``mitmdump``;
+worst. proxy: the stream of row 1 with a tool call in every event;
 4. library: restore the ids of that history (~1 MiB) against one ``json.loads`` of it;
 5. library: encode the ids of a ~1 MiB response against one ``json.loads`` of it;
+first. proxy: the first-event latency, the time from writing the request to the first byte of
+   the stream's first event (a tool call the upstream flushes alone, then pauses 10 ms before
+   the rest), toolid against the streaming reference: toolid <= 1.2 x reference + 1 ms;
 
-then the worst-case stream (a tool call in every event), the scaling series (histories of 50 /
-500 / 5,000 calls, time per call) and the rest: pass-through costs, the library per API shape,
-memory while streaming.
+then the scaling series (histories of 50 / 500 / 5,000 calls, time per call: linear), and the
+rest: pass-through costs (about one ``bytes.find``), the library per API shape, memory while
+streaming (flat).
+
+How the two modes run. Proxy: plain mitmdump, streaming mitmdump, and mitmdump + addon twice,
+once as it is (native) and once with ``TOOLID_NATIVE=off`` in its environment (pure), all up
+at once; each measurement has the reference and both toolid processes side by side. Library:
+this process measures the mode it runs in, a subprocess (``python -m bench --only library``
+with ``TOOLID_NATIVE=off``) the pure mode. Memory: a fresh mitmdump + addon per stream size and
+mode. ``--no-native`` measures the pure mode only; ``--no-orjson`` both modes with the standard
+library's JSON parser (``TOOLID_JSON=stdlib``). toolid reads both variables at import: with
+either flag the bench runs itself again with the variable set, so nothing is switched inside a
+running toolid.
 
 Proxy times: each proxy gets *one* keep-alive connection, and a repeat sends the workload's
-request to the reference and to toolid in turn, one request at a time (reference, toolid,
-toolid, reference, ...), for ``--duration`` seconds per proxy (at least ``MIN_REQUESTS``
-requests each) after one warm-up request each; a request's time runs from writing it to the
-last byte of its response. Side by side request by request, both proxies meet the same moments
-of a busy machine: measured in turns of half a second each instead, the paired ratios of one
-run spread from 0.65 to 1.6 on a shared 2-core VM. (The first repeat also measures client-only:
-the upstream without a proxy.) A repeat's ratio is toolid's median time over the reference's;
-the row shows the median of those paired ratios over the repeats. The proxies' CPU time per
-request (from ``/proc``) is reported beside.
+request to the reference and to each toolid in turn, one request at a time (reference, native,
+pure, then native, pure, reference, ...; each repeat starting with another), for ``--duration``
+seconds per proxy (at least ``MIN_REQUESTS`` requests each) after one warm-up request each; a
+request's time runs from writing it to the last byte of its response. Side by side request by
+request, the proxies meet the same moments of a busy machine: measured in turns of half a
+second each instead, the paired ratios of one run spread from 0.65 to 1.6 on a shared 2-core
+VM. (The first repeat also measures client-only: the upstream without a proxy.) A repeat's
+ratio is toolid's median time over the reference's; the row shows the median of those paired
+ratios over the repeats. The proxies' CPU time per request (from ``/proc``) is reported beside.
+
+The JSON report (``--json``): ``meta`` (the machine, the settings, ``modes``: each mode's status,
+"measured", "not built" or "off (TOOLID_NATIVE=off)"), ``cases`` (one per case and mode
+measured, with its ``mode``) and ``targets`` (one per target and mode: ``mode``, ``row`` (the
+TARGETS table's, or "scaling", or "" for the others), ``case``, ``metric``, ``value`` (None:
+not measurable in this run), ``op`` and ``limit`` (with its ``unit``), ``pass`` (None with a
+None value)).
 
 PASS/MISS next to a target is information for the reader; nothing fails on speed.
 """
@@ -49,8 +77,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import client, library, workloads
-from bench.proxy import REPO_ROOT, Mitmdump, Upstream
-from toolid import jsonparse, native
+from bench.proxy import REPO_ROOT, Mitmdump, Upstream, subprocess_env
+from toolid import native
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -110,6 +138,15 @@ PROXY_WORKLOADS: tuple[ProxyWorkload, ...] = (
     _stream("every", "a tool call in every event"),
     _stream("text", "text only"),
     ProxyWorkload(
+        "proxy.sse.first",
+        f"chat SSE, a tool call flushed alone as the first event, then after "
+        f"{workloads.FIRST_EVENT_PAUSE * 1e3:.0f} ms {workloads.FIRST_EVENT_REST} events",
+        "/v1/chat/completions?w=sse.first",
+        lambda: workloads.first_request("chat", stream=True),
+        "response",
+        events=1 + workloads.FIRST_EVENT_REST,
+    ),
+    ProxyWorkload(
         "proxy.resp.chat",
         f"buffered chat response, {workloads.RESPONSE_CALLS} Kimi-style tool calls",
         f"{workloads.PATHS['chat']}?w=resp.chat",
@@ -126,7 +163,7 @@ LIB_RESPONSE_SIZE = 1 * MiB
 
 
 def expected_case_ids() -> list[str]:
-    """Every case a run reports (full and --quick alike)."""
+    """Every case a run reports in each mode it measures (full and --quick alike)."""
     ids = [w.id for w in PROXY_WORKLOADS]
     ids += [case.id for case in _library_cases(ids_only=True)]
     ids += ["scaling.followup", "memory.sse"]
@@ -144,6 +181,33 @@ def _library_cases(ids_only: bool = False) -> list[library.Case]:
     ]
 
 
+# --- modes ------------------------------------------------------------------------------------
+
+#: The modes, in the table's order: with the native accelerator, and as pure Python.
+MODES: tuple[str, ...] = ("native", "pure")
+MODE_LABEL = {"native": "native accelerator", "pure": "pure Python"}
+#: What a toolid process of each mode has in its environment.
+MODE_ENV: dict[str, dict[str, str]] = {"native": {}, "pure": {"TOOLID_NATIVE": "off"}}
+MEASURED = "measured"
+
+
+def mode_status() -> dict[str, str]:
+    """Each mode's status in this run: "measured", "not built" (the native accelerator is not
+    there: no compiler, or not built for this Python) or "off (TOOLID_NATIVE=off)"."""
+    if os.environ.get("TOOLID_NATIVE") == "off":
+        status = "off (TOOLID_NATIVE=off)"
+    elif native.accelerated():
+        status = MEASURED
+    else:
+        status = "not built"
+    return {"native": status, "pure": MEASURED}
+
+
+def _own_mode() -> str:
+    """The mode toolid runs in, in this process."""
+    return "native" if native.accelerated() else "pure"
+
+
 # --- settings ---------------------------------------------------------------------------------
 
 
@@ -156,6 +220,7 @@ class Settings:
     lib_min_sample_ms: float
     memory_sizes: tuple[int, int]
     parts: tuple[str, ...]
+    modes: tuple[str, ...]
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Settings:
@@ -163,6 +228,7 @@ class Settings:
         small, large = (2 * MiB, 20 * MiB) if quick else (20 * MiB, 200 * MiB)
         if args.memory_mib:
             small, large = (int(x) * MiB for x in args.memory_mib.split(","))
+        status = mode_status()
         return cls(
             quick=quick,
             repeats=args.repeats or (1 if quick else 7),
@@ -171,6 +237,7 @@ class Settings:
             lib_min_sample_ms=0.5 if quick else 2.0,
             memory_sizes=(small, large),
             parts=tuple(args.only.split(",")) if args.only else ("proxy", "library", "memory"),
+            modes=tuple(mode for mode in MODES if status[mode] == MEASURED),
         )
 
 
@@ -185,6 +252,11 @@ class Target:
     process: Mitmdump | None  # None: the upstream itself (client-only)
 
 
+def _addon(mode: str) -> str:
+    """The name of the mitmdump + addon target of ``mode``."""
+    return f"addon_{mode}"
+
+
 def _request(workload: ProxyWorkload, body: bytes, *, echo: bool = False) -> bytes:
     path = workload.path + ("&echo=1" if echo else "")
     return client.build_request(path, body)
@@ -192,7 +264,7 @@ def _request(workload: ProxyWorkload, body: bytes, *, echo: bool = False) -> byt
 
 async def _check(workload: ProxyWorkload, body: bytes, target: Target) -> str:
     """'ok', or what is wrong with what this target delivers for this workload."""
-    addon = target.name == "addon"
+    addon = target.name.startswith("addon")
     raw, safe = workloads.raw_id(0).encode(), workloads.client_id(0).encode()
     if workload.check == "request":
         got = (await client.fetch(LOCAL, target.port, _request(workload, body, echo=True))).body
@@ -211,8 +283,9 @@ async def _check(workload: ProxyWorkload, body: bytes, target: Target) -> str:
     return "ok"
 
 
-def _targets_for(workload: ProxyWorkload, targets: dict[str, Target]) -> list[Target]:
-    return [targets[n] for n in ("direct", workload.reference, "addon")]
+def _side_by_side(workload: ProxyWorkload, settings: Settings) -> list[str]:
+    """The targets measured together for ``workload``: its reference, then toolid per mode."""
+    return [workload.reference, *(_addon(mode) for mode in settings.modes)]
 
 
 async def _proxy_phase(
@@ -222,29 +295,30 @@ async def _proxy_phase(
     checks: dict[str, dict[str, str]] = {}
     for workload in PROXY_WORKLOADS:
         checks[workload.id] = {}
-        for target in _targets_for(workload, targets):
-            if target.process is not None:
-                problem = await _check(workload, bodies[workload.id], target)
-                checks[workload.id][target.name] = problem
-                if problem != "ok":
-                    log(f"WARNING {workload.id} via {target.label}: {problem}")
+        for name in _side_by_side(workload, settings):
+            target = targets[name]
+            problem = await _check(workload, bodies[workload.id], target)
+            checks[workload.id][name] = problem
+            if problem != "ok":
+                log(f"WARNING {workload.id} via {target.label}: {problem}")
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for rep in range(settings.repeats):
         for workload in PROXY_WORKLOADS:
             request = _request(workload, bodies[workload.id])
-            direct, reference, addon = _targets_for(workload, targets)
             if rep == 0:  # the client's and upstream's own time: once is enough
-                runs.setdefault((workload.id, direct.name), []).append(
-                    (await _measure(settings, workload, [direct], request))[0]
+                runs.setdefault((workload.id, "direct"), []).append(
+                    (await _measure(settings, workload, [targets["direct"]], request))[0]
                 )
-            pair = [reference, addon] if rep % 2 == 0 else [addon, reference]
-            for target, measured in zip(
-                pair, await _measure(settings, workload, pair, request), strict=True
-            ):
-                runs.setdefault((workload.id, target.name), []).append(measured)
+            names = _side_by_side(workload, settings)
+            shift = rep % len(names)  # each repeat starts with another target
+            side = [targets[name] for name in names[shift:] + names[:shift]]
+            measured = await _measure(settings, workload, side, request)
+            for target, result in zip(side, measured, strict=True):
+                runs.setdefault((workload.id, target.name), []).append(result)
         log(f"proxy: repeat {rep + 1}/{settings.repeats} done")
     return [
-        _summarise_workload(w, len(bodies[w.id]), targets, runs, checks[w.id])
+        _summarise_workload(w, mode, len(bodies[w.id]), runs, checks[w.id])
+        for mode in settings.modes
         for w in PROXY_WORKLOADS
     ]
 
@@ -276,27 +350,45 @@ async def _measure(
         }
         if workload.events:
             out["events_per_s"] = workload.events / median
+            if run.first_bytes:
+                out["first_event_ms"] = statistics.median(run.first_bytes) * 1e3
         results.append(out)
     return results
 
 
+#: The first-event latency target: toolid's <= FIRST_EVENT_FACTOR x the reference's + SLACK ms.
+FIRST_EVENT_FACTOR = 1.2
+FIRST_EVENT_SLACK_MS = 1.0
+
+
 def _summarise_workload(
     workload: ProxyWorkload,
+    mode: str,
     request_bytes: int,
-    targets: dict[str, Target],
     runs: dict[tuple[str, str], list[dict[str, Any]]],
     checks: dict[str, str],
 ) -> dict[str, Any]:
+    """``workload``'s case in ``mode``: its targets are "direct", the reference and "addon"
+    (toolid in that mode); the reference's figures are the same in each mode's case."""
+    ref = workload.reference
+    names = {"direct": "direct", ref: ref, "addon": _addon(mode)}
     per_target: dict[str, Any] = {}
-    for target in _targets_for(workload, targets):
-        reps = runs[(workload.id, target.name)]
+    for key, name in names.items():
+        reps = runs[(workload.id, name)]
         metrics: dict[str, Any] = {}
-        for key in ("time_ms", "mean_ms", "p99_ms", "cpu_ms_per_request", "events_per_s"):
-            values = [r[key] for r in reps if r.get(key) is not None]
+        for metric in (
+            "time_ms",
+            "mean_ms",
+            "p99_ms",
+            "cpu_ms_per_request",
+            "events_per_s",
+            "first_event_ms",
+        ):
+            values = [r[metric] for r in reps if r.get(metric) is not None]
             if values:
-                metrics[key] = library.spread(values)
+                metrics[metric] = library.spread(values)
         metrics["requests"] = sum(r["requests"] for r in reps)
-        per_target[target.name] = metrics
+        per_target[key] = metrics
 
     def paired(metric: str, num: str, den: str) -> dict[str, float] | None:
         a, b = runs[(workload.id, num)], runs[(workload.id, den)]
@@ -307,21 +399,21 @@ def _summarise_workload(
         ]
         return library.spread(ratios) if ratios else None
 
-    ref = workload.reference
-    ratio = paired("time_ms", "addon", ref)
+    ratio = paired("time_ms", names["addon"], ref)
     assert ratio is not None
     result: dict[str, Any] = {
         "id": workload.id,
+        "mode": mode,
         "group": "proxy",
         "what": workload.what,
         "request_bytes": request_bytes,
         "events": workload.events,
         "calls": workload.calls,
         "reference": ref,
-        "check": checks,
+        "check": {key: checks[name] for key, name in names.items() if name in checks},
         "targets": per_target,
         "time_ms_by_repeat": {
-            name: [r["time_ms"] for r in runs[(workload.id, name)]] for name in (ref, "addon")
+            key: [r["time_ms"] for r in runs[(workload.id, names[key])]] for key in (ref, "addon")
         },
         "ratio_time": ratio["median"],
         "ratio_time_spread": ratio,
@@ -329,15 +421,26 @@ def _summarise_workload(
         "client_headroom": per_target[ref]["time_ms"]["median"]
         / per_target["direct"]["time_ms"]["median"],
     }
-    cpu = paired("cpu_ms_per_request", "addon", ref)
+    cpu = paired("cpu_ms_per_request", names["addon"], ref)
     if cpu is not None:
         result["ratio_cpu"] = cpu["median"]
         result["ratio_cpu_spread"] = cpu
+    first = {key: per_target[key].get("first_event_ms") for key in (ref, "addon")}
+    if first[ref] and first["addon"]:
+        # Medians over the repeats of each repeat's median time to the first event byte.
+        mine, theirs = first["addon"]["median"], first[ref]["median"]
+        result["first_event_ms"] = mine
+        result["first_event_ref_ms"] = theirs
+        result["first_event_added_ms"] = mine - theirs
+        result["first_event_limit_ms"] = FIRST_EVENT_FACTOR * theirs + FIRST_EVENT_SLACK_MS
+        result["ratio_first_event"] = mine / theirs
+        result["ratio_first_event_spread"] = paired("first_event_ms", names["addon"], ref)
     return result
 
 
-def _scaling(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Time per prior tool call of the follow-up (proxy) and the restore (library) series.
+def _scaling(cases: list[dict[str, Any]], mode: str) -> dict[str, Any] | None:
+    """Time per prior tool call of the follow-up (proxy) and the restore (library) series, in
+    ``mode`` (``cases`` are that mode's).
 
     Growth = time per call at the longest history over time per call at the shortest, computed
     per repeat (the series is measured within each repeat) and summarised as median [min-max].
@@ -371,11 +474,12 @@ def _scaling(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
         rows.append(row)
     out: dict[str, Any] = {
         "id": "scaling.followup",
+        "mode": mode,
         "group": "scaling",
         "what": f"chat follow-up / restore with {' / '.join(f'{n:,}' for n in series)} prior "
         "tool calls: time per call",
         "rows": rows,
-        "linear_limit": 1.5,
+        "linear_limit": LINEAR_LIMIT,
     }
     first, last = series[0], series[-1]
     for key, per_rep in (("proxy", added), ("lib", lib)):
@@ -394,6 +498,65 @@ def _scaling(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not any(key.endswith("_per_call_growth") for key in out):
         return None  # a part did not run
     return out
+
+
+# --- library ----------------------------------------------------------------------------------
+
+
+def _library_phase(settings: Settings, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The library cases of every mode: this process's own mode here, the pure mode (when this
+    process has the native accelerator) in a ``TOOLID_NATIVE=off`` subprocess."""
+    cases: list[dict[str, Any]] = []
+    for mode in settings.modes:
+        if mode == _own_mode():
+            measured = _library_here(settings, log)
+        else:
+            measured = _library_elsewhere(settings, mode, log)
+        cases += [dict(case, mode=mode) for case in measured]
+    return cases
+
+
+def _library_here(settings: Settings, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    label = MODE_LABEL[_own_mode()]
+    log(f"library ({label}): building bodies")
+    lib_cases = _library_cases()
+    min_ns = int(settings.lib_min_sample_ms * 1e6)
+    series = {f"lib.restore.chat.{calls}" for calls in workloads.FOLLOWUP_CALLS}
+    chosen = [case for case in lib_cases if case.id in series]
+    cases = library.measure_series(chosen, settings.lib_repeats, min_ns)
+    log(f"library ({label}): the restore series done")
+    for case in lib_cases:
+        if case.id not in series:
+            cases.append(library.measure(case, settings.lib_repeats, min_ns))
+    log(f"library ({label}): done")
+    return cases
+
+
+def _library_elsewhere(
+    settings: Settings, mode: str, log: Callable[[str], None]
+) -> list[dict[str, Any]]:
+    """The library cases measured by ``python -m bench --only library`` with ``mode``'s
+    environment (its log goes to stderr, its table nowhere)."""
+    log(f"library ({MODE_LABEL[mode]}): in a subprocess with {MODE_ENV[mode]}")
+    with tempfile.TemporaryDirectory(prefix="toolid-bench-lib-") as tmp:
+        out = Path(tmp) / "library.json"
+        command = [sys.executable, "-m", "bench", "--only", "library", "--json", str(out)]
+        command += ["--lib-repeats", str(settings.lib_repeats)]
+        if settings.quick:
+            command.append("--quick")
+        done = subprocess.run(
+            command,
+            cwd=REPO_ROOT,
+            env=subprocess_env(MODE_ENV[mode]),
+            stdout=subprocess.DEVNULL,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"the {mode} library run failed (exit {done.returncode})")
+        report = json.loads(out.read_text())
+    if report["meta"].get("own_mode") != mode:
+        raise RuntimeError(f"the {mode} library run measured {report['meta'].get('own_mode')}")
+    return [case for case in report["cases"] if case["group"] == "library"]
 
 
 # --- memory -----------------------------------------------------------------------------------
@@ -436,13 +599,16 @@ async def _stream_through(proc: Mitmdump, size: int, sample_every: float = 0.01)
 
 
 async def _memory_phase(
-    settings: Settings, upstream: Upstream, workdir: Path, log: Callable[[str], None]
+    settings: Settings, upstream: Upstream, workdir: Path, mode: str, log: Callable[[str], None]
 ) -> dict[str, Any]:
-    """A fresh mitmdump + addon per size, warmed up; VmHWM is reset just before the stream
-    (``/proc/<pid>/clear_refs``) where the kernel allows it, and VmRSS is sampled as well."""
+    """A fresh mitmdump + addon (in ``mode``) per size, warmed up; VmHWM is reset just before
+    the stream (``/proc/<pid>/clear_refs``) where the kernel allows it, and VmRSS is sampled as
+    well."""
     runs = []
     for i, size in enumerate(settings.memory_sizes):
-        proc = Mitmdump(workdir / f"memory-{i}", upstream.port, addon=True)
+        proc = Mitmdump(
+            workdir / f"memory-{mode}-{i}", upstream.port, addon=True, env=MODE_ENV[mode]
+        )
         try:
             warm = client.build_request(
                 "/v1/chat/completions?w=sse.tools", workloads.first_request("chat", stream=True)
@@ -455,7 +621,10 @@ async def _memory_phase(
             run["rss_before_kib"] = baseline
             run["peak_since"] = "stream start" if reset else "process start"
             runs.append(run)
-            log(f"memory: {size // MiB} MiB streamed, peak {run['vm_hwm_kib'] / 1024:.1f} MiB")
+            log(
+                f"memory ({MODE_LABEL[mode]}): {size // MiB} MiB streamed, peak "
+                f"{run['vm_hwm_kib'] / 1024:.1f} MiB"
+            )
         finally:
             proc.stop()
     small, large = runs
@@ -463,6 +632,7 @@ async def _memory_phase(
     limit = max(8.0, 0.05 * (large["stream_bytes"] - small["stream_bytes"]) / MiB)
     return {
         "id": "memory.sse",
+        "mode": mode,
         "group": "memory",
         "what": f"mitmdump + addon streaming chat SSE (~1 KiB events, a tool call every "
         f"{workloads.MEMORY_TOOL_EVERY})",
@@ -476,87 +646,148 @@ async def _memory_phase(
 
 # --- targets ----------------------------------------------------------------------------------
 
-#: Issue #12's rows: (row, case, metric, limit, label). Time ratios toolid / reference, <=.
-ISSUE_ROWS: tuple[tuple[str, str, str, float, str], ...] = (
-    (
+
+@dataclass(frozen=True)
+class TargetRow:
+    """One row of the TARGETS table: ``metric`` of ``case`` <= ``limits[mode]`` in each mode."""
+
+    row: str
+    case: str
+    metric: str
+    limits: dict[str, float]
+    label: str
+
+
+#: The TARGETS table's rows, time ratios toolid / reference (and the first-event latency, whose
+#: limit follows from the reference's time: see ``FIRST_EVENT_FACTOR``).
+TARGET_ROWS: tuple[TargetRow, ...] = (
+    TargetRow(
         "1",
         "proxy.sse.tools",
         "ratio_time",
-        1.15,
-        f"SSE, {workloads.STREAM_EVENTS:,} chat events in {workloads.STREAM_CHUNK // KiB} KiB "
+        {"native": 1.20, "pure": 1.50},
+        f"SSE, {workloads.STREAM_EVENTS:,} chat events, {workloads.STREAM_CHUNK // KiB} KiB "
         f"chunks, a tool call every {workloads.STREAM_TOOL_EVERY}",
     ),
-    (
+    TargetRow(
         "2",
         "proxy.resp.chat",
         "ratio_time",
-        1.10,
+        {"native": 1.10, "pure": 1.15},
         f"buffered chat response, {workloads.RESPONSE_CALLS} tool calls (Kimi-style ids)",
     ),
-    (
+    TargetRow(
         "3",
         f"proxy.followup.{ROW_CALLS}",
         "ratio_time",
-        2.5,
-        f"follow-up request, {ROW_CALLS} prior tool calls, one connection",
+        {"native": 2.00, "pure": 3.00},
+        f"follow-up request, {ROW_CALLS} prior tool calls",
     ),
-    (
+    TargetRow(
+        "worst",
+        "proxy.sse.every",
+        "ratio_time",
+        {"native": 2.50, "pure": 4.50},
+        "SSE as row 1, a tool call in every event",
+    ),
+    TargetRow(
         "4",
         f"lib.restore.chat.{ROW_CALLS}",
         "ratio_json_loads",
-        2.0,
-        f"library: restore the ids of a history ({ROW_CALLS} calls)",
+        {"native": 2.0, "pure": 2.0},
+        f"library: restore the ids of a {ROW_CALLS}-call history",
     ),
-    (
+    TargetRow(
         "5",
         f"lib.encode.chat.{LIB_RESPONSE_SIZE // MiB}MiB",
         "ratio_json_loads",
-        1.5,
+        {"native": 1.5, "pure": 1.5},
         "library: encode the ids of a response (2 calls + text)",
     ),
+    TargetRow(
+        "first",
+        "proxy.sse.first",
+        "first_event_ms",
+        {},  # the case's first_event_limit_ms
+        "first event (a tool call): ms to its first byte",
+    ),
 )
+#: Time per call at 5,000 calls over time per call at 50: at most this (linear scaling).
+LINEAR_LIMIT = 1.5
+#: Pass-through: at most this many times one ``bytes.find`` over the body.
+PASS_LIMIT = 4.0
 
 
-def _targets(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _targets(cases: list[dict[str, Any]], modes: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Every target judged in this run, per mode; "pass" is None where a value is not
+    measurable in this run (a growth ratio of a short run, say)."""
     out = []
-    by_id = {c["id"]: c for c in cases}
+    for mode in modes:
+        by_id = {c["id"]: c for c in cases if c["mode"] == mode}
 
-    def add(case_id: str, metric: str, op: str, limit: float, *, label: str, row: str = "") -> None:
-        case = by_id.get(case_id)
-        if case is None or metric not in case:
-            return  # the case did not run
-        value = case[metric]  # None: not measurable in this run
-        ok = None if value is None else value >= limit if op == ">=" else value <= limit
-        out.append(
-            {
-                "row": row,
-                "case": case_id,
-                "metric": metric,
-                "value": value,
-                "op": op,
-                "limit": limit,
-                "pass": ok,
-                "label": label,
-            }
-        )
+        def add(
+            case_id: str,
+            metric: str,
+            limit: float,
+            *,
+            label: str,
+            row: str = "",
+            unit: str = "",
+            mode: str = mode,
+            by_id: dict[str, dict[str, Any]] = by_id,
+        ) -> None:
+            case = by_id.get(case_id)
+            if case is None or metric not in case:
+                return  # the case did not run
+            value = case[metric]  # None: not measurable in this run
+            out.append(
+                {
+                    "mode": mode,
+                    "row": row,
+                    "case": case_id,
+                    "metric": metric,
+                    "value": value,
+                    "op": "<=",
+                    "limit": limit,
+                    "unit": unit,
+                    "pass": None if value is None else value <= limit,
+                    "label": label,
+                }
+            )
 
-    for row, case_id, metric, limit, label in ISSUE_ROWS:
-        add(case_id, metric, "<=", limit, label=label, row=row)
-    for key, label in (
-        ("proxy_per_call_growth", "proxy: added time per call, 5,000 vs 50 calls"),
-        ("lib_per_call_growth", "library: restore time per call, 5,000 vs 50 calls"),
-    ):
-        add("scaling.followup", key, "<=", 1.5, label=label, row="scaling")
-    for case in cases:
-        if case["group"] == "library" and case["kind"] == "pass":
-            add(case["id"], "ratio_bytes_find", "<=", 4.0, label="pass-through / bytes.find")
-            if case["id"].startswith("lib.sse."):
-                add(case["id"], "json_parses", "<=", 0, label="JSON parses in a stream without ids")
-    memory = by_id.get("memory.sse")
-    if memory:
-        add(
-            "memory.sse", "growth_mib", "<=", memory["flat_limit_mib"], label="peak RSS growth, MiB"
-        )
+        for spec in TARGET_ROWS:
+            if spec.metric == "first_event_ms":
+                case = by_id.get(spec.case)
+                if case is not None and "first_event_limit_ms" in case:
+                    limit = case["first_event_limit_ms"]
+                    add(spec.case, spec.metric, limit, label=spec.label, row=spec.row, unit="ms")
+                continue
+            add(spec.case, spec.metric, spec.limits[mode], label=spec.label, row=spec.row)
+        first, last = workloads.FOLLOWUP_CALLS[0], workloads.FOLLOWUP_CALLS[-1]
+        for key, label in (
+            ("proxy_per_call_growth", f"proxy: added time per call, {last:,} vs {first} calls"),
+            ("lib_per_call_growth", f"library: restore time per call, {last:,} vs {first} calls"),
+        ):
+            add("scaling.followup", key, LINEAR_LIMIT, label=label, row="scaling")
+        for case in by_id.values():
+            if case["group"] == "library" and case["kind"] == "pass":
+                add(case["id"], "ratio_bytes_find", PASS_LIMIT, label="pass-through / bytes.find")
+                if case["id"].startswith("lib.sse."):
+                    add(
+                        case["id"],
+                        "json_parses",
+                        0,
+                        label="documents parsed (toolid.jsonparse) in a stream without ids",
+                    )
+        memory = by_id.get("memory.sse")
+        if memory:
+            add(
+                "memory.sse",
+                "growth_mib",
+                memory["flat_limit_mib"],
+                label="peak RSS growth",
+                unit="MiB",
+            )
     return out
 
 
@@ -603,103 +834,142 @@ def _verdict(passed: bool | None) -> str:
     return "not measured" if passed is None else "PASS" if passed else "MISS"
 
 
-def _mark(targets: list[dict[str, Any]], case_id: str, metric: str) -> str:
+def _mark(targets: list[dict[str, Any]], mode: str, case_id: str, metric: str) -> str:
     for t in targets:
-        if t["case"] == case_id and t["metric"] == metric:
-            return f"<= {_num(t['limit'], 2)} {_verdict(t['pass'])}"
+        if t["mode"] == mode and t["case"] == case_id and t["metric"] == metric:
+            unit = f" {t['unit']}" if t.get("unit") else ""
+            return f"<= {_num(t['limit'], 2)}{unit} {_verdict(t['pass'])}"
     return ""
 
 
-REFERENCE_LABEL = {"plain": "mitmdump", "plain_stream": "mitmdump, SSE streamed"}
+def _modes(report: dict[str, Any]) -> list[str]:
+    """The modes this run measured, in the table's order."""
+    status = report["meta"]["modes"]
+    return [mode for mode in MODES if status.get(mode) == MEASURED]
 
 
-def _issue_rows(report: dict[str, Any]) -> list[str]:
-    cases = {c["id"]: c for c in report["cases"]}
-    targets = report["targets"]
-    rows: list[tuple[str, str, str, str, str, str, str]] = []
-    worst = (
-        "-",
-        "proxy.sse.every",
-        "ratio_time",
-        0.0,
-        "worst case: SSE as row 1, a tool call in every event",
+REFERENCE_LABEL = {
+    "plain": "mitmdump",
+    "plain_stream": "mitmdump --set stream_large_bodies=1",
+}
+#: The width of one mode's cells in the TARGETS table.
+MODE_WIDTH = 52
+
+
+def _target_cells(report: dict[str, Any], spec: TargetRow, mode: str) -> str | None:
+    """One mode's cells of a TARGETS row (toolid/reference ms, ratio, target), or None when
+    the row's case did not run."""
+    status: str = report["meta"]["modes"].get(mode, "not measured")
+    if status != MEASURED:
+        return status
+    case = next(
+        (c for c in report["cases"] if c["mode"] == mode and c["id"] == spec.case),
+        None,
     )
-    for row, case_id, metric, _, what in (*ISSUE_ROWS, worst):
-        case = cases.get(case_id)
+    if case is None:
+        return None
+    if spec.metric == "first_event_ms":
+        if "first_event_ms" not in case:
+            return "not measured"
+        mine, theirs = case["first_event_ms"], case["first_event_ref_ms"]
+        spread = case.get("ratio_first_event_spread")
+    elif case["group"] == "proxy":
+        t = case["targets"]
+        mine, theirs = t["addon"]["time_ms"]["median"], t[case["reference"]]["time_ms"]["median"]
+        spread = case["ratio_time_spread"]
+    else:
+        mine = case["ns"]["toolid"]["median"] / 1e6
+        theirs = case["ns"]["json_loads"]["median"] / 1e6
+        spread = dict(case["ratio_json_loads_spread"], median=case["ratio_json_loads"])
+    mark = _mark(report["targets"], mode, spec.case, spec.metric) or "no target"
+    times = f"{_msv(mine)}/{_msv(theirs)}"
+    return f"{times:>15}  {_spread(spread):<18}{mark}"
+
+
+def _target_rows(report: dict[str, Any]) -> list[str]:
+    cases = {c["id"]: c for c in report["cases"]}
+    rows: list[tuple[str, str, list[str]]] = []
+    for spec in TARGET_ROWS:
+        case = cases.get(spec.case)
         if case is None:
-            continue
-        if case["group"] == "proxy":
-            t = case["targets"]
-            ref = REFERENCE_LABEL[case["reference"]]
-            mine, theirs = (
-                t["addon"]["time_ms"]["median"],
-                t[case["reference"]]["time_ms"]["median"],
-            )
-            spread = case["ratio_time_spread"]
-            label = what + (f" ({_size(case['request_bytes'])})" if case["calls"] else "")
-        else:
-            ref = "one json.loads"
-            mine = case["ns"]["toolid"]["median"] / 1e6
-            theirs = case["ns"]["json_loads"]["median"] / 1e6
-            spread = dict(case["ratio_json_loads_spread"], median=case["ratio_json_loads"])
-            label = f"{what} ({_size(case['bytes'])})"
-        mark = _mark(targets, case_id, metric) or "no target"
-        rows.append((row, label, ref, _msv(mine), _msv(theirs), _spread(spread), mark))
+            continue  # its part did not run
+        label = spec.label
+        if case["group"] == "proxy" and case["calls"]:
+            label += f" ({_size(case['request_bytes'])})"
+        elif case["group"] == "library":
+            label += f" ({_size(case['bytes'])})"
+        cells = [_target_cells(report, spec, mode) or "-" for mode in MODES]
+        rows.append((spec.row, label, cells))
     if not rows:
         return []
     width = max(len(r[1]) for r in rows)
+    head = "".join(f"| {MODE_LABEL[m]:<{MODE_WIDTH}}" for m in MODES)
+    columns = f"{'toolid/ref. ms':>15}  {'ratio [min-max]':<18}{'target':<19}"
     out = [
         "",
-        "ISSUE #12: time ratio toolid / reference (lower is better), median [min-max] of the "
-        "per-repeat ratios; times are medians:",
+        "TARGETS: time ratio toolid / reference (lower is better), median [min-max] of the "
+        "per-repeat ratios; times are medians; each mode against its own target.",
+        "  reference: rows 1, worst, first: mitmdump --set stream_large_bodies=1 (streams); "
+        "2, 3: mitmdump; 4, 5: one json.loads of the body.",
         "  proxy rows: wall time per request on one keep-alive connection (see PROXY); library "
-        "rows: CPU time per call (see LIBRARY).",
-        f"  {'row':<4}{'workload':<{width}}  {'reference':<23}{'toolid ms':>10}{'ref. ms':>10}"
-        f"  {'ratio [min-max]':<22}target",
+        "rows: CPU time per call (see LIBRARY);",
+        f"  first: ms from the request to the first byte of the stream's first event; target "
+        f"toolid <= {FIRST_EVENT_FACTOR} x reference + {FIRST_EVENT_SLACK_MS:.0f} ms.",
+        f"  {'':<6}{'':<{width}}  {head}",
+        f"  {'row':<6}{'workload':<{width}}  "
+        + "".join(f"| {columns:<{MODE_WIDTH}}" for _ in MODES),
     ]
-    for row, label, ref, mine_s, theirs_s, spread_s, mark in rows:
+    for row, label, cells in rows:
         out.append(
-            f"  {row:<4}{label:<{width}}  {ref:<23}{mine_s:>10}{theirs_s:>10}  {spread_s:<22}{mark}"
+            f"  {row:<6}{label:<{width}}  " + "".join(f"| {cell:<{MODE_WIDTH}}" for cell in cells)
         )
-    return out
+    return [line.rstrip() for line in out]
 
 
 def _scaling_rows(report: dict[str, Any]) -> list[str]:
-    case = next((c for c in report["cases"] if c["group"] == "scaling"), None)
-    if case is None:
+    scaling = [c for c in report["cases"] if c["group"] == "scaling"]
+    if not scaling:
         return []
     targets = report["targets"]
     out = [
         "",
-        f"SCALING: {case['what']}. proxy: one connection, toolid vs plain mitmdump, added = "
-        "toolid - plain; library: restore vs one json.loads.",
-        f"  {'calls':>6}{'request':>10}   {'plain ms':>9}{'toolid ms':>10}{'ratio':>7}"
+        f"SCALING: {scaling[0]['what']}. proxy: one connection, toolid vs plain mitmdump, "
+        "added = toolid - plain; library: restore vs one json.loads.",
+        f"  {'mode':<8}{'calls':>6}{'request':>10}   {'plain ms':>9}{'toolid ms':>10}{'ratio':>7}"
         f"{'added us/call':>15}   {'restore ms':>11}{'json.loads':>11}{'ratio':>7}{'us/call':>9}",
     ]
     sizes = {c["calls"]: c["request_bytes"] for c in report["cases"] if c["group"] == "proxy"}
-    for r in case["rows"]:
-        size = sizes.get(r["calls"])
-        out.append(
-            f"  {r['calls']:>6,}{_size(size) if size else '-':>10}   "
-            f"{_msv(r.get('proxy_plain_ms')):>9}{_msv(r.get('proxy_toolid_ms')):>10}"
-            f"{_num(r.get('proxy_ratio'), 2):>7}{_num(r.get('proxy_added_us_per_call'), 1):>15}   "
-            f"{_msv(r.get('lib_toolid_ms')):>11}{_msv(r.get('lib_json_loads_ms')):>11}"
-            f"{_num(r.get('lib_ratio'), 2):>7}{_num(r.get('lib_us_per_call'), 2):>9}"
-        )
-    parts = []
-    for key, name in (("proxy_per_call_growth", "proxy added"), ("lib_per_call_growth", "library")):
-        if case.get(key) is None:
-            parts.append(f"{name}: not measurable in this run")
-        else:
-            verdict = "linear" if case[key] <= case["linear_limit"] else "NOT linear"
-            parts.append(
-                f"{name} x{_spread(case[key + '_spread'])} ({verdict}, "
-                f"{_mark(targets, case['id'], key)})"
+    for case in scaling:
+        mode = case["mode"]
+        for r in case["rows"]:
+            size = sizes.get(r["calls"])
+            out.append(
+                f"  {mode:<8}{r['calls']:>6,}{_size(size) if size else '-':>10}   "
+                f"{_msv(r.get('proxy_plain_ms')):>9}{_msv(r.get('proxy_toolid_ms')):>10}"
+                f"{_num(r.get('proxy_ratio'), 2):>7}"
+                f"{_num(r.get('proxy_added_us_per_call'), 1):>15}   "
+                f"{_msv(r.get('lib_toolid_ms')):>11}{_msv(r.get('lib_json_loads_ms')):>11}"
+                f"{_num(r.get('lib_ratio'), 2):>7}{_num(r.get('lib_us_per_call'), 2):>9}"
             )
-    if "json_loads_per_call_growth" in case:
-        parts.append(f"json.loads itself x{case['json_loads_per_call_growth']:.2f}")
-    first, last = case["rows"][0]["calls"], case["rows"][-1]["calls"]
-    out.append(f"  time per call, {last:,} vs {first:,} calls: " + "; ".join(parts))
+        parts = []
+        for key, name in (
+            ("proxy_per_call_growth", "proxy added"),
+            ("lib_per_call_growth", "library"),
+        ):
+            if key not in case:
+                continue  # its part did not run
+            if case[key] is None:
+                parts.append(f"{name}: not measurable in this run")
+            else:
+                verdict = "linear" if case[key] <= case["linear_limit"] else "NOT linear"
+                parts.append(
+                    f"{name} x{_spread(case[key + '_spread'])} ({verdict}, "
+                    f"{_mark(targets, mode, case['id'], key)})"
+                )
+        if "json_loads_per_call_growth" in case:
+            parts.append(f"json.loads itself x{case['json_loads_per_call_growth']:.2f}")
+        first, last = case["rows"][0]["calls"], case["rows"][-1]["calls"]
+        out.append(f"  {mode:<8}time per call, {last:,} vs {first:,} calls: " + "; ".join(parts))
     return out
 
 
@@ -710,61 +980,86 @@ def _proxy_rows(report: dict[str, Any]) -> list[str]:
     s = report["meta"]["settings"]
     out = [
         "",
-        f"PROXY: one keep-alive connection per target, requests to reference and toolid in turn, "
-        f"one at a time, for {s['duration']} s (at least {1 if s['quick'] else MIN_REQUESTS} "
-        f"requests) per target, x{s['repeats']}; "
-        "ms = median time per request [min-max over repeats]",
-        "  (request sent -> last byte of the response); ref = mitmdump for buffered bodies, "
-        "mitmdump --set stream_large_bodies=1 for SSE; cpu = the proxy's CPU ms per request.",
+        f"PROXY: one keep-alive connection per target, requests to the reference and to toolid "
+        f"in each mode in turn, one at a time, for {s['duration']} s (at least "
+        f"{1 if s['quick'] else MIN_REQUESTS} requests) per target, x{s['repeats']};",
+        "  ms = median time per request (request sent -> last byte of the response) [min-max "
+        "over repeats]; ref = mitmdump for buffered bodies, mitmdump --set stream_large_bodies=1 "
+        "for SSE;",
+        "  1st event = ms to the first byte of the body; cpu = the proxy's CPU ms per request. "
+        "native: mitmdump + addon; pure: the same with TOOLID_NATIVE=off.",
         f"  {'case':<16}{'request':>10}{'client-only':>12}  {'ref ms [min-max]':<26}"
-        f"{'toolid ms [min-max]':<29}{'time ratio':<21}{'+ms':>8}  {'cpu ms ref>toolid':>18}"
-        f"{'cpu ratio':>10}",
+        f"{'mode':<8}{'toolid ms [min-max]':<26}{'time ratio':<21}{'+ms':>8}"
+        f"{'1st event ref>toolid':>22}{'cpu ms ref>toolid':>19}{'cpu ratio':>10}",
     ]
+    by_workload: dict[str, list[dict[str, Any]]] = {}
     for c in proxy:
-        t = c["targets"]
-        ref = t[c["reference"]]
-        cpu = (
-            f"{_num(ref.get('cpu_ms_per_request', {}).get('median'), 2)}>"
-            f"{_num(t['addon'].get('cpu_ms_per_request', {}).get('median'), 2)}"
-        )
-        out.append(
-            f"  {c['id'].removeprefix('proxy.'):<16}{_size(c['request_bytes']):>10}"
-            f"{_msv(t['direct']['time_ms']['median']):>12}  "
-            f"{_spread(ref['time_ms'], 3):<26}{_spread(t['addon']['time_ms'], 3):<29}"
-            f"{_spread(c['ratio_time_spread']):<21}{c['added_ms']:>8.2f}  {cpu:>18}"
-            f"{_num(c.get('ratio_cpu'), 2):>10}"
-        )
-    streams = [c for c in proxy if c["events"]]
-    if streams:
-        out.append(
-            "  events/s (median): "
-            + "; ".join(
-                f"{c['id'].removeprefix('proxy.')} ref "
-                f"{_num(c['targets'][c['reference']]['events_per_s']['median'])}, toolid "
-                f"{_num(c['targets']['addon']['events_per_s']['median'])}"
-                for c in streams
+        by_workload.setdefault(c["id"], []).append(c)
+    for cid, per_mode in by_workload.items():
+        for i, c in enumerate(per_mode):
+            t = c["targets"]
+            ref = t[c["reference"]]
+            cpu = (
+                f"{_num(ref.get('cpu_ms_per_request', {}).get('median'), 2)}>"
+                f"{_num(t['addon'].get('cpu_ms_per_request', {}).get('median'), 2)}"
             )
-        )
+            first = (
+                f"{_msv(c['first_event_ref_ms'])}>{_msv(c['first_event_ms'])}"
+                if "first_event_ms" in c
+                else "-"
+            )
+            lead = (
+                f"{cid.removeprefix('proxy.'):<16}{_size(c['request_bytes']):>10}"
+                f"{_msv(t['direct']['time_ms']['median']):>12}  {_spread(ref['time_ms'], 3):<26}"
+                if i == 0
+                else " " * 66
+            )
+            out.append(
+                f"  {lead}{c['mode']:<8}{_spread(t['addon']['time_ms'], 3):<26}"
+                f"{_spread(c['ratio_time_spread']):<21}{c['added_ms']:>8.2f}{first:>22}"
+                f"{cpu:>19}{_num(c.get('ratio_cpu'), 2):>10}"
+            )
+    streams = [c for c in proxy if c["events"] >= workloads.STREAM_EVENTS]
+    for mode in _modes(report):
+        mine = [c for c in streams if c["mode"] == mode]
+        if mine:
+            out.append(
+                f"  events/s (median), {mode}: "
+                + "; ".join(
+                    f"{c['id'].removeprefix('proxy.')} ref "
+                    f"{_num(c['targets'][c['reference']]['events_per_s']['median'])}, toolid "
+                    f"{_num(c['targets']['addon']['events_per_s']['median'])}"
+                    for c in mine
+                )
+            )
     for c in proxy:
         for name, problem in c["check"].items():
             if problem != "ok":
-                out.append(f"  CHECK FAILED {c['id']} via {name}: {problem}")
+                out.append(f"  CHECK FAILED {c['id']} ({c['mode']}) via {name}: {problem}")
     return out
 
 
-def _library_rows(report: dict[str, Any]) -> list[str]:
-    lib = [c for c in report["cases"] if c["group"] == "library"]
+def _library_rows(report: dict[str, Any], mode: str) -> list[str]:
+    lib = [c for c in report["cases"] if c["group"] == "library" and c["mode"] == mode]
     if not lib:
         return []
     targets = report["targets"]
+    where = (
+        "this process"
+        if report["meta"]["own_mode"] == mode
+        else f"a subprocess with {', '.join(f'{k}={v}' for k, v in MODE_ENV[mode].items())}"
+    )
     out = [
         "",
-        f"LIBRARY: per call, median [q1-q3] over {lib[0]['repeats']} interleaved samples; "
-        "ratio = toolid / json.loads (rewrite) or toolid / bytes.find (pass), median [min-max];",
+        f"LIBRARY ({MODE_LABEL[mode]}, {where}): per call, median [q1-q3] over "
+        f"{lib[0]['repeats']} interleaved samples; ratio = toolid / json.loads (rewrite) or "
+        "toolid / bytes.find (pass), median [min-max];",
         "  times are the thread's CPU time; orjson = orjson.loads of the body, for reference "
         "(when installed).",
         f"  SSE: StreamRewriter fed {workloads.STREAM_CHUNK // KiB} KiB chunks; json.loads = every "
-        "event's data; per event = one event per feed(); framing = EventFramer alone.",
+        "event's data; per event = one event per feed(); framing = EventFramer alone;",
+        "  parsed = documents parsed through toolid.jsonparse (those the native accelerator "
+        "parses itself are not counted).",
         f"  {'case':<28}{'size':>10}{'toolid ms [q1-q3]':>26}{'json.loads':>11}"
         f"{'orjson':>9}{'bytes.find':>11}  {'ratio [min-max]':<19}target",
     ]
@@ -785,20 +1080,42 @@ def _library_rows(report: dict[str, Any]) -> list[str]:
         out.append(
             f"  {c['id'].removeprefix('lib.'):<28}{_size(c['bytes']):>10}{toolid_ms:>26}"
             f"{_ms(ns['json_loads']['median']):>11}{orjson_ms:>9}{find_ms:>11}  {ratio_s:<19}"
-            f"{_mark(targets, c['id'], metric)}"
+            f"{_mark(targets, mode, c['id'], metric)}".rstrip()
         )
     for c in lib:
         if c["id"].startswith("lib.sse."):
             ns = c["ns"]
-            parses = _mark(targets, c["id"], "json_parses")
+            parses = _mark(targets, mode, c["id"], "json_parses")
             out.append(
-                f"  {c['id'].removeprefix('lib.'):<19} json parses {c['json_parses']:>4} "
+                f"  {c['id'].removeprefix('lib.'):<19} parsed {c['json_parses']:>4} "
                 f"(tool events {c['tool_events']:>4}, changes {c['changes']:>4})"
                 f"{' ' + parses if parses else '':<11}; per event "
                 f"{ns['toolid']['median'] / c['events'] / 1e3:.2f} us, fed per event "
                 f"{ns['toolid_per_event']['median'] / c['events'] / 1e3:.2f} us, framing alone "
                 f"{ns['framing_only']['median'] / c['events'] / 1e3:.2f} us"
             )
+    return out
+
+
+def _memory_rows(report: dict[str, Any], mode: str) -> list[str]:
+    out: list[str] = []
+    for c in report["cases"]:
+        if c["group"] != "memory" or c["mode"] != mode:
+            continue
+        out += ["", f"MEMORY ({MODE_LABEL[mode]}): {c['what']}; a fresh process per stream"]
+        for run in (c["small"], c["large"]):
+            out.append(
+                f"  {_size(run['stream_bytes'])} stream: peak RSS (VmHWM since "
+                f"{run.get('peak_since', '?')}) {run['vm_hwm_kib'] / 1024:.1f} MiB, sampled max "
+                f"{run['peak_sampled_kib'] / 1024:.1f} MiB, before "
+                f"{run['rss_before_kib'] / 1024:.1f} MiB; {run['mb_per_s']:.0f} MB/s"
+            )
+        extra = (c["large"]["stream_bytes"] - c["small"]["stream_bytes"]) / MiB
+        out.append(
+            f"  growth {c['growth_mib']:+.1f} MiB for {extra:.0f} MiB more stream: "
+            f"{_mark(report['targets'], mode, c['id'], 'growth_mib')}"
+            + ("" if c["complete"] else "  (WARNING: a stream arrived incomplete)")
+        )
     return out
 
 
@@ -816,43 +1133,43 @@ def _busy(meta: dict[str, Any]) -> str:
     return ""
 
 
+def _native_status(meta: dict[str, Any]) -> str:
+    status = meta["modes"]["native"]
+    return "built" if status == MEASURED else status
+
+
 def render(report: dict[str, Any]) -> str:
-    meta, cases, targets = report["meta"], report["cases"], report["targets"]
+    meta, targets = report["meta"], report["targets"]
+    modes = _modes(report)
     lines = [
         f"toolid bench{' --quick' if meta['quick'] else ''}: {meta['cpus']} CPUs, Python "
         f"{meta['python']}, mitmproxy {meta['mitmproxy']}, toolid @ {meta['commit']} "
-        f"(JSON: {meta.get('json_parser', '?')}; native accelerator: "
-        f"{'on' if meta.get('native') else 'off'}); "
+        f"(JSON: {meta.get('json_parser', '?')}; native accelerator: {_native_status(meta)}); "
+        f"modes: {', '.join(MODE_LABEL[m] for m in modes)}; "
         f"load average {meta['loadavg_before']} -> {meta['loadavg_after']}; "
         f"{meta['seconds']:.0f} s",
     ]
     busy = _busy(meta)
     if busy:
         lines.append(f"WARNING: {busy}; proxy times are wall times and suffer, ratios less so")
-    lines += _issue_rows(report)
+    lines += _target_rows(report)
     lines += _scaling_rows(report)
     lines += _proxy_rows(report)
-    lines += _library_rows(report)
-    for c in (c for c in cases if c["group"] == "memory"):
-        lines += ["", f"MEMORY: {c['what']}; a fresh process per stream"]
-        for run in (c["small"], c["large"]):
-            lines.append(
-                f"  {_size(run['stream_bytes'])} stream: peak RSS (VmHWM since "
-                f"{run.get('peak_since', '?')}) {run['vm_hwm_kib'] / 1024:.1f} MiB, sampled max "
-                f"{run['peak_sampled_kib'] / 1024:.1f} MiB, before "
-                f"{run['rss_before_kib'] / 1024:.1f} MiB; {run['mb_per_s']:.0f} MB/s"
-            )
-        extra = (c["large"]["stream_bytes"] - c["small"]["stream_bytes"]) / MiB
+    for mode in modes:
+        lines += _library_rows(report, mode)
+    for mode in modes:
+        lines += _memory_rows(report, mode)
+    lines.append("")
+    for mode in MODES:
+        if mode not in modes:
+            lines.append(f"TARGETS, {MODE_LABEL[mode]}: {meta['modes'][mode]} (not judged)")
+            continue
+        mine = [t for t in targets if t["mode"] == mode]
+        table = [t for t in mine if t["row"]]
         lines.append(
-            f"  growth {c['growth_mib']:+.1f} MiB for {extra:.0f} MiB more stream: "
-            f"{_mark(targets, c['id'], 'growth_mib')}"
-            + ("" if c["complete"] else "  (WARNING: a stream arrived incomplete)")
+            f"TARGETS, {MODE_LABEL[mode]}: the table's rows and scaling {_tally(table)}; "
+            f"all targets {_tally(mine)}"
         )
-    issue = [t for t in targets if t["row"]]
-    lines += [
-        "",
-        f"issue #12 targets (rows 1-5, scaling): {_tally(issue)}; all targets: {_tally(targets)}",
-    ]
     return "\n".join(lines)
 
 
@@ -891,6 +1208,8 @@ def _meta(settings: Settings) -> dict[str, Any]:
         "platform": platform.platform(),
         "json_parser": library.json_parser(),
         "native": native.accelerated(),
+        "modes": mode_status(),
+        "own_mode": _own_mode(),
         "loadavg_before": _loadavg(),
         "settings": settings.__dict__,
     }
@@ -906,8 +1225,9 @@ def _loadavg() -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="scripts/bench",
-        description="Measure toolid against issue #12's targets: time ratios toolid / plain "
-        "mitmdump through the proxy, toolid / json.loads in the library; scaling with the "
+        description="Measure toolid against its targets, with the native accelerator and as "
+        "pure Python side by side: time ratios toolid / plain mitmdump through the proxy, "
+        "toolid / json.loads in the library, the first-event latency; scaling with the "
         "history's length; pass-through costs; memory while streaming.",
     )
     parser.add_argument(
@@ -920,13 +1240,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--no-orjson",
         action="store_true",
         help="toolid without its orjson accelerator (TOOLID_JSON=stdlib), in the library and in "
-        "the proxies: what a machine without the fast extra gets",
+        "the proxies, in both modes: what a machine without the fast extra gets",
     )
     parser.add_argument(
         "--no-native",
         action="store_true",
-        help="toolid without its native accelerator (TOOLID_NATIVE=off), in the library and in "
-        "the proxies: what a machine without a C compiler gets",
+        help="the pure Python mode only (TOOLID_NATIVE=off), in the library and in the "
+        "proxies: what a machine without a C compiler gets",
     )
     parser.add_argument(
         "--only", metavar="PARTS", help="comma-separated subset of proxy,library,memory"
@@ -946,19 +1266,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _flag_env(args: argparse.Namespace) -> dict[str, str]:
+    """The environment the flags ask for (toolid reads it at import)."""
+    env = {}
+    if args.no_orjson:
+        env["TOOLID_JSON"] = "stdlib"
+    if args.no_native:
+        env["TOOLID_NATIVE"] = "off"
+    return env
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    wanted = _flag_env(args)
+    if any(os.environ.get(name) != value for name, value in wanted.items()):
+        # toolid is imported already, without them: run in a process that has them from the start
+        done = subprocess.run(
+            [sys.executable, "-m", "bench", *argv], env=subprocess_env(wanted), check=False
+        )
+        return done.returncode
     settings = Settings.from_args(args)
     unknown = set(settings.parts) - {"proxy", "library", "memory"}
     if unknown:
         print(f"bench: unknown part(s) {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
-    if args.no_orjson:  # the proxies inherit it; this process switches now
-        os.environ["TOOLID_JSON"] = "stdlib"
-        jsonparse.orjson = None
-    if args.no_native:
-        os.environ["TOOLID_NATIVE"] = "off"
-        native.extension = None
     started = time.monotonic()
     meta = _meta(settings)
 
@@ -975,25 +1307,16 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 upstream.stop()
     if "library" in settings.parts:
-        log("library: building bodies")
-        lib_cases = _library_cases()
-        min_ns = int(settings.lib_min_sample_ms * 1e6)
-        series = {f"lib.restore.chat.{calls}" for calls in workloads.FOLLOWUP_CALLS}
-        chosen = [case for case in lib_cases if case.id in series]
-        cases += library.measure_series(chosen, settings.lib_repeats, min_ns)
-        log("library: the restore series done")
-        for case in lib_cases:
-            if case.id not in series:
-                cases.append(library.measure(case, settings.lib_repeats, min_ns))
-        log("library: done")
-    scaling = _scaling(cases)
-    if scaling is not None:
-        cases.append(scaling)
+        cases += _library_phase(settings, log)
+    for mode in settings.modes:
+        scaling = _scaling([c for c in cases if c["mode"] == mode], mode)
+        if scaling is not None:
+            cases.append(scaling)
     order = {cid: i for i, cid in enumerate(expected_case_ids())}
-    cases.sort(key=lambda c: order.get(c["id"], len(order)))
+    cases.sort(key=lambda c: (MODES.index(c["mode"]), order.get(c["id"], len(order))))
     meta["loadavg_after"] = _loadavg()
     meta["seconds"] = time.monotonic() - started
-    report = {"meta": meta, "cases": cases, "targets": _targets(cases)}
+    report = {"meta": meta, "cases": cases, "targets": _targets(cases, settings.modes)}
     print(render(report))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1, default=str) + "\n")
@@ -1005,22 +1328,32 @@ async def _proxy_and_memory(
 ) -> list[dict[str, Any]]:
     cases: list[dict[str, Any]] = []
     if "proxy" in settings.parts:
-        procs = {
-            "plain": Mitmdump(workdir / "plain", upstream.port, addon=False),
-            "plain_stream": Mitmdump(
+        procs: dict[str, Mitmdump] = {}
+        labels = {
+            "plain": "mitmdump",
+            "plain_stream": "mitmdump (stream_large_bodies=1)",
+        }
+        try:
+            # Started side by side, then waited for.
+            procs["plain"] = Mitmdump(workdir / "plain", upstream.port, addon=False, wait=False)
+            procs["plain_stream"] = Mitmdump(
                 workdir / "plain-stream",
                 upstream.port,
                 addon=False,
                 options={"stream_large_bodies": "1"},
-            ),
-            "addon": Mitmdump(workdir / "addon", upstream.port, addon=True),
-        }
-        labels = {
-            "plain": "mitmdump",
-            "plain_stream": "mitmdump (stream_large_bodies=1)",
-            "addon": "mitmdump -s toolid_addon.py",
-        }
-        try:
+                wait=False,
+            )
+            for mode in settings.modes:
+                procs[_addon(mode)] = Mitmdump(
+                    workdir / _addon(mode),
+                    upstream.port,
+                    addon=True,
+                    env=MODE_ENV[mode],
+                    wait=False,
+                )
+                labels[_addon(mode)] = f"mitmdump -s toolid_addon.py ({MODE_LABEL[mode]})"
+            for proc in procs.values():
+                proc.ready()
             targets = {"direct": Target("direct", "client-only", upstream.port, None)}
             targets.update(
                 {name: Target(name, labels[name], proc.port, proc) for name, proc in procs.items()}
@@ -1031,5 +1364,6 @@ async def _proxy_and_memory(
             for proc in procs.values():
                 proc.stop()
     if "memory" in settings.parts:
-        cases.append(await _memory_phase(settings, upstream, workdir, log))
+        for mode in settings.modes:
+            cases.append(await _memory_phase(settings, upstream, workdir, mode, log))
     return cases

@@ -4,7 +4,8 @@ Keep-alive; whole bodies with Content-Length; SSE with chunked transfer-encoding
 piece of ``Canned.chunks`` (16 KiB pieces cut anywhere, see ``workloads.STREAM_CHUNK``), all
 written at once. The request target's query picks the response:
 
-- ``?w=<workload>``: ``bench.workloads.canned(<workload>)``;
+- ``?w=<workload>``: ``bench.workloads.canned(<workload>)`` (a paced stream, ``sse.first``:
+  the first chunk, then the others after the workload's pause);
 - ``?w=mem&bytes=N``: an SSE stream of about N bytes, written with flow control;
 - ``&echo=1``: answer with the request body itself (``application/octet-stream``), so the
   harness can check what reached the upstream.
@@ -31,8 +32,25 @@ def _response_bytes(name: str) -> bytes:
     canned = workloads.canned(name)
     if not canned.streamed:
         return _whole(canned.content_type, canned.body)
-    chunks = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in canned.chunks)
+    chunks = b"".join(_chunk(piece) for piece in canned.chunks)
     return _stream_head(canned.content_type) + chunks + b"0\r\n\r\n"
+
+
+@functools.cache
+def _paced_bytes(name: str) -> tuple[bytes, bytes, float]:
+    """A paced stream's two writes (head and first chunk; the other chunks and the end) and the
+    pause between them."""
+    canned = workloads.canned(name)
+    first, *rest = canned.chunks
+    return (
+        _stream_head(canned.content_type) + _chunk(first),
+        b"".join(_chunk(piece) for piece in rest) + b"0\r\n\r\n",
+        canned.pause,
+    )
+
+
+def _chunk(piece: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(piece), piece)
 
 
 def _whole(content_type: str, body: bytes, status: bytes = b"200 OK") -> bytes:
@@ -145,9 +163,24 @@ class UpstreamProtocol(asyncio.Protocol):
             self.streaming = asyncio.get_running_loop().create_task(self._stream(size))
         else:
             try:
-                self.transport.write(_response_bytes(name))
+                paced = workloads.canned(name).pause > 0
             except KeyError:
                 self.transport.write(_whole("text/plain", b"unknown workload", b"404 Not Found"))
+                return
+            if paced:
+                self.streaming = asyncio.get_running_loop().create_task(self._paced(name))
+            else:
+                self.transport.write(_response_bytes(name))
+
+    async def _paced(self, name: str) -> None:
+        assert self.transport is not None
+        first, rest, pause = _paced_bytes(name)
+        self.transport.write(first)
+        await asyncio.sleep(pause)
+        if self.transport.is_closing():
+            return
+        self.transport.write(rest)
+        self._next()
 
     async def _stream(self, size: int) -> None:
         assert self.transport is not None
@@ -156,8 +189,12 @@ class UpstreamProtocol(asyncio.Protocol):
             await self.can_write.wait()
             if self.transport.is_closing():
                 return
-            self.transport.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.transport.write(_chunk(piece))
         self.transport.write(b"0\r\n\r\n")
+        self._next()
+
+    def _next(self) -> None:
+        """A stream is done: answer the requests that came meanwhile."""
         self.streaming = None
         while self.queue and self.streaming is None:
             self._answer(*self.queue.pop(0))

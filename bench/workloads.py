@@ -507,6 +507,11 @@ RESPONSE_CALLS = 4
 #: The prior tool calls of the follow-up requests ("followup.<calls>"): the scaling series.
 FOLLOWUP_CALLS = (50, 500, 5000)
 STREAM_TOOLS: dict[str, int] = {"tools": STREAM_TOOL_EVERY, "every": 1, "text": 0}
+#: The first-event workload ("sse.first"): the stream's first event, a tool call, flushed alone;
+#: FIRST_EVENT_PAUSE seconds later the rest (FIRST_EVENT_REST - 1 text events and [DONE]), as a
+#: model that thinks between its first and its next tokens sends it.
+FIRST_EVENT_PAUSE = 0.01
+FIRST_EVENT_REST = 50
 
 
 @dataclass(frozen=True)
@@ -517,6 +522,8 @@ class Canned:
     body: bytes = b""
     chunks: tuple[bytes, ...] = ()
     events: int = 0
+    #: Seconds the upstream waits after the first chunk before it writes the others.
+    pause: float = 0.0
 
     @property
     def streamed(self) -> bool:
@@ -526,6 +533,12 @@ class Canned:
 def pieces(data: bytes, size: int) -> tuple[bytes, ...]:
     """``data`` cut into ``size``-byte pieces (the last one shorter)."""
     return tuple(data[at : at + size] for at in range(0, len(data), size))
+
+
+def first_event_stream() -> tuple[bytes, bytes]:
+    """The two writes of workload ``sse.first``: a tool-call event alone, then the rest."""
+    first = _tool_event("chat", 0, raw_id(0), 0)
+    return first, b"".join(sse_events("chat", FIRST_EVENT_REST))
 
 
 def stream_body(label: str) -> bytes:
@@ -541,6 +554,13 @@ def canned(name: str) -> Canned:
         return Canned("application/json", body=tool_response(_shape(arg), calls=RESPONSE_CALLS))
     if kind == "text":
         return Canned("application/json", body=text_response())
+    if name == "sse.first":
+        return Canned(
+            "text/event-stream",
+            chunks=first_event_stream(),
+            events=1 + FIRST_EVENT_REST,
+            pause=FIRST_EVENT_PAUSE,
+        )
     if kind == "sse":
         return Canned(
             "text/event-stream",
