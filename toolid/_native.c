@@ -45,7 +45,7 @@
 #define MAX_DEPTH 200       /* nesting of a document, and of a schema */
 #define MAX_KEYS 64         /* members of one object told apart without a hash */
 #define MAX_MARKERS 64      /* words of one first_marker */
-#define SCHEMA_NODES 65536  /* the most nodes a schema's check visits */
+#define SCHEMA_NODES 4096   /* the most nodes a schema's check visits */
 
 /* A contiguous buffer of a bytes, bytearray or memoryview object (whose buffers are C's: no
  * Python code runs to get or release them), or NULL with TypeError. */
