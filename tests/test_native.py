@@ -550,6 +550,52 @@ def test_nothing_is_kept_or_held() -> None:
     document += b" "  # no export is left
 
 
+_NO_MEMORY = """
+import _testcapi, sys
+from pathlib import Path
+from toolid import native, prune
+n = native.extension
+S = prune.SCHEMAS[('chat', 'request')]
+document = Path('tests/data/chat_request.json').read_bytes()
+calls = [
+    (n.parse, document, S),
+    (n.first_marker, document * 4, (b'zz', b'tid1_x')),
+    (n.splice, document, [(1, 2, b'x' * 300), (3, 3, b'y')]),
+]
+def same(got):  # the spans' keys are ids, new each time
+    return (got[0], sorted(got[1].values())) if type(got) is tuple else got
+for function, first, second in calls:
+    expected = same(function(first, second))
+    for start in range(int(sys.argv[1])):
+        for stop in (start + 1, 0):  # one allocation fails, or every one from start on
+            _testcapi.set_nomemory(start, stop)
+            try:
+                got = function(first, second)
+            except MemoryError:
+                got = MemoryError
+            finally:
+                _testcapi.remove_mem_hooks()
+            assert got is MemoryError or same(got) == expected, (function, start, stop)
+print('ok')
+"""
+
+
+@needs_it
+def test_allocation_failures_raise_memory_error() -> None:
+    """Each allocation made while a primitive runs fails in turn: MemoryError, or the same
+    answer (in a child process: a crash fails this test only)."""
+    pytest.importorskip("_testcapi")
+    run = subprocess.run(
+        [sys.executable, "-c", _NO_MEMORY, "300"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+        timeout=120,
+    )
+    assert (run.returncode, run.stdout) == (0, "ok\n"), run.stderr[-3000:]
+
+
 # --- the module ----------------------------------------------------------------------------
 
 

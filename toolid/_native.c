@@ -37,7 +37,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <limits.h>
-#include <stddef.h>
 #include <string.h>
 
 #define LEAF 0
@@ -47,15 +46,16 @@
 #define MAX_MARKERS 64      /* words of one first_marker */
 #define SCHEMA_NODES 4096   /* the most nodes a schema's check visits */
 
-/* A contiguous buffer of a bytes, bytearray or memoryview object (whose buffers are C's: no
- * Python code runs to get or release them), or NULL with TypeError. */
+/* The buffer of a bytes, bytearray or contiguous memoryview object (their buffers are C's: no
+ * Python code runs to get or release them): 0, or -1 with an exception. */
 static int get_buffer(PyObject *object, Py_buffer *view, const char *what) {
     if (!PyBytes_CheckExact(object) && !PyByteArray_CheckExact(object) &&
         !PyMemoryView_Check(object)) {
         PyErr_Format(PyExc_TypeError, "%s must be bytes, bytearray or memoryview", what);
         return -1;
     }
-    if (PyMemoryView_Check(object) && !PyBuffer_IsContiguous(PyMemoryView_GET_BUFFER(object), 'C')) {
+    if (PyMemoryView_Check(object) &&
+        !PyBuffer_IsContiguous(PyMemoryView_GET_BUFFER(object), 'C')) {
         PyErr_Format(PyExc_TypeError, "%s must be contiguous", what);
         return -1;
     }
@@ -572,15 +572,15 @@ static PyObject *parse(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     /* the root, an object, is node 0 */
     int vouched = expect(&s, '{') && object(&s, args[1], &a) == 0;
     if (vouched) skip_ws(&s);
-    if (PyErr_Occurred()) {
-        /* an error: result stays NULL */
-    } else if (vouched && s.p == s.end) {
+    if (PyErr_Occurred()) { /* an allocation failed */
+        result = NULL;
+    } else if (!vouched || s.p != s.end) {
+        result = Py_NewRef(Py_None);
+    } else {
         PyObject *spans = PyDict_New();
         PyObject *pruned = spans ? materialize(&a, 0, buffer, spans) : NULL;
         if (pruned) result = Py_BuildValue("(NN)", pruned, spans);
         else Py_XDECREF(spans);
-    } else {
-        result = Py_NewRef(Py_None);
     }
     PyMem_Free(a.nodes);
     PyBuffer_Release(&view);

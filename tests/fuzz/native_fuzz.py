@@ -90,8 +90,20 @@ def toolchain_works() -> bool:
         return subprocess.run(probe, capture_output=True, check=False).returncode == 0
 
 
+def embeddable() -> bool:
+    """Whether this interpreter's headers and library (to embed it) are here."""
+    var = sysconfig.get_config_var
+    version = var("LDVERSION") or var("VERSION")
+    library = Path(var("LIBDIR"), var("LDLIBRARY"))
+    if not var("Py_ENABLE_SHARED"):
+        library = Path(var("LIBPL"), f"libpython{version}.a")
+    return Path(sysconfig.get_paths()["include"], "Python.h").exists() and library.exists()
+
+
 def ensure_toolchain() -> str | None:
     """None once clang with libFuzzer is there (installed if need be), or why it is not."""
+    if not embeddable():
+        return "this Python's headers or libpython (to embed it) are not installed"
     if toolchain_works():
         return None
     if shutil.which("apt-get") is None or os.geteuid() != 0:
