@@ -171,8 +171,8 @@ def seeds(target: str, into: Path) -> None:
     if target == "parse":
         inputs = [bytes([i]) + doc for i in range(len(SCHEMAS)) for doc in documents]
     elif target == "first_marker":
-        words = b'\x04"id"\x09"call_id"\x0c"tool_use_id'
-        inputs = [b"\x02" + words + doc for doc in documents]
+        words = b'\x04"id"\x09"call_id"\x0btool_use_id'
+        inputs = [b"\x03\x00" + words + doc for doc in documents]
     else:
         inputs = [b"\x13\x01\x03\x02\x00xy\x05\x09\x01\x00z" + doc[:64] for doc in documents]
     for one in inputs:
