@@ -1,26 +1,31 @@
 /* toolid._native: three pure primitives over bytes (the optional accelerator, toolid/native.py).
  *
- * parse(document, schema) -> (pruned, spans) | None
- *   Parse a JSON object keeping only the members a schema names (toolid/prune.py builds the
- *   schema from the table), and record where each id literal is.
+ * id_spans(document, table) -> list | None
+ *   Every id at the table's positions in a JSON object, as toolid.positions.find_ids finds
+ *   them in the parsed document, each as (start, end, slot, call, path, holder type): the
+ *   span of its string literal (quotes included, offsets into the document), the position's
+ *   slot in the table, the call it belongs to (a tuple of ints), its concrete path
+ *   ("choices[0].delta.tool_calls[1].id") and the "type" string of the object holding it (or
+ *   None). In walk order: toolid/locate.py sorts them by slot (find_ids' order).
+ *
+ *   table is (schema, tree, roots, numbered) (toolid/prune.py: TABLES): the parse keeps only
+ *   the members the schema names, then walks the tree (positions.Tree) over them; roots name
+ *   the members of the root whose first int numbers its call, numbered says whether array
+ *   elements add their own number (an "index" member that is an int, else their position).
  *
  *   A schema node is a tuple (members, elements): members is a tuple of (key bytes, key str,
  *   spec) triples (the str is the bytes decoded), elements the node applied to the objects in
  *   an array, or None. A spec is LEAF (0: a string is kept, with the span of its literal),
  *   KEEP (1: a string without escapes, an integer of at most 18 digits, true, false or null is
- *   kept; other values are kept as None) or a node. Every member a node names is kept (as None
- *   when its value is of no use), so that tests for a member's presence read the same; arrays
- *   keep every element (objects pruned, anything else None), so that positions read the same.
- *   Members a node does not name are validated and dropped.
- *
- *   spans maps (id(object), key) to (start, end): the literal of a LEAF string, quotes
- *   included, as offsets into the document.
+ *   kept; other values are kept as None) or a node. Members a node does not name are
+ *   validated and dropped.
  *
  *   None: the document is not one this parser vouches for (invalid JSON or UTF-8, a BOM, not
  *   an object, an escape in a kept string or in any key, a key given twice in one object, an
  *   object of more than MAX_KEYS members, a \u escape of a surrogate, NaN or Infinity, an
- *   integer beyond 18 digits where one is kept, nesting deeper than MAX_DEPTH): the caller
- *   parses in full, which decides. It never guesses.
+ *   integer beyond 18 digits where one is kept, nesting deeper than MAX_DEPTH, a path longer
+ *   than PATH_SIZE or inside more than MAX_NUMBERS arrays): the caller parses in full, which
+ *   decides. It never guesses.
  *
  * first_marker(data, words) -> int
  *   Where the first of the words (a tuple of 1 to MAX_MARKERS non-empty bytes) starts in
@@ -316,10 +321,10 @@ static int check_schema(PyObject *node, int depth, Py_ssize_t *budget) {
     return elements == Py_None || check_schema(elements, depth + 1, budget);
 }
 
-/* --- parse: what the schema keeps, as an arena of C nodes ----------------------------------- */
+/* --- the parse: what the schema keeps, as an arena of C nodes ----------------------------------- */
 
 /* What a parse keeps of a value. A_NONE: a member the schema names (or an array's element)
- * whose value is of no use: None in the pruned document. */
+ * whose value is of no use: nothing the walk reads. */
 enum { A_NONE, A_TRUE, A_FALSE, A_INT, A_STR, A_OBJ, A_ARR };
 
 typedef struct {
@@ -514,74 +519,278 @@ static int value(Scan *s, PyObject *spec, Arena *a) {
     return -1;
 }
 
-/* The pruned document of node i as Python objects, with the spans of its LEAF strings. */
-static PyObject *materialize(const Arena *a, int i, const unsigned char *buffer,
-                             PyObject *spans) {
-    const Node *node = &a->nodes[i];
-    switch (node->kind) {
-    case A_TRUE:
-        return Py_NewRef(Py_True);
-    case A_FALSE:
-        return Py_NewRef(Py_False);
-    case A_INT:
-        return PyLong_FromLongLong(node->integer);
-    case A_STR:
-        return PyUnicode_DecodeUTF8((const char *)buffer + node->start + 1,
-                                    node->end - node->start - 2, "strict");
-    case A_OBJ:
-    case A_ARR:
-        break;
-    default:
-        return Py_NewRef(Py_None);
-    }
-    PyObject *container = node->kind == A_OBJ ? PyDict_New() : PyList_New(0);
-    for (int child = node->first; container && child >= 0; child = a->nodes[child].next) {
-        PyObject *item = materialize(a, child, buffer, spans);
-        int done = -1;
-        if (item && node->kind == A_ARR) done = PyList_Append(container, item);
-        else if (item) done = PyDict_SetItem(container, a->nodes[child].name, item);
-        if (done == 0 && a->nodes[child].leaf) {
-            PyObject *span = Py_BuildValue("(nn)", a->nodes[child].start, a->nodes[child].end);
-            PyObject *address = PyLong_FromVoidPtr(container); /* id(container) */
-            PyObject *key = address ? PyTuple_Pack(2, address, a->nodes[child].name) : NULL;
-            done = span && key ? PyDict_SetItem(spans, key, span) : -1;
-            Py_XDECREF(span);
-            Py_XDECREF(address);
-            Py_XDECREF(key);
-        }
-        Py_XDECREF(item);
-        if (done < 0) Py_CLEAR(container);
-    }
-    return container;
+/* --- id_spans: the table's tree walked over what the parse kept ------------------------------ */
+
+/* Where a walk stands: its path so far (as positions.Found.path spells it) and the numbers of
+ * the calls it is inside (positions.Tree: numbered elements add their own). */
+#define PATH_SIZE 4096
+#define MAX_NUMBERS 64
+
+typedef struct {
+    const Arena *arena;
+    const unsigned char *buffer;
+    int numbered;
+    char path[PATH_SIZE];
+    Py_ssize_t size;
+    long long numbers[MAX_NUMBERS];
+    int count, root_count;
+    PyObject *found; /* a list of (start, end, slot, call, path, holder type) */
+} Walk;
+
+/* Add ".key" (or "key" first) to the path: 1, 0 (too long: not vouched) or -1 (an error). */
+static int push_key(Walk *w, PyObject *key) {
+    Py_ssize_t size;
+    const char *text = PyUnicode_AsUTF8AndSize(key, &size);
+    if (text == NULL) return -1;
+    Py_ssize_t dot = w->size > 0;
+    if (w->size + dot + size >= PATH_SIZE) return 0;
+    if (dot) w->path[w->size++] = '.';
+    memcpy(w->path + w->size, text, size);
+    w->size += size;
+    return 1;
 }
 
-static PyObject *parse(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+/* Add "[index]" and, numbered, the element's number: 1, or 0 (too long, too deep). */
+static int push_index(Walk *w, Py_ssize_t index, long long number) {
+    char digits[24];
+    int size = snprintf(digits, sizeof digits, "[%zd]", index);
+    if (size < 0 || w->size + size >= PATH_SIZE) return 0;
+    if (w->numbered) {
+        if (w->count >= MAX_NUMBERS) return 0;
+        w->numbers[w->count++] = number;
+    }
+    memcpy(w->path + w->size, digits, size);
+    w->size += size;
+    return 1;
+}
+
+/* The child of an object named key, or -1 (names and keys are exact strs). */
+static int member(const Arena *a, int object, PyObject *key) {
+    for (int child = a->nodes[object].first; child >= 0; child = a->nodes[child].next)
+        if (a->nodes[child].name == key || PyUnicode_Compare(a->nodes[child].name, key) == 0)
+            return child;
+    return -1;
+}
+
+/* The child of an object named name (ASCII), or -1. */
+static int member_named(const Arena *a, int object, const char *name) {
+    for (int child = a->nodes[object].first; child >= 0; child = a->nodes[child].next)
+        if (PyUnicode_CompareWithASCIIString(a->nodes[child].name, name) == 0) return child;
+    return -1;
+}
+
+/* A node's string (its literal has no escapes: the parse vouched). */
+static PyObject *text_of(const Walk *w, int node) {
+    const Node *n = &w->arena->nodes[node];
+    return PyUnicode_DecodeUTF8((const char *)w->buffer + n->start + 1, n->end - n->start - 2,
+                                "strict");
+}
+
+/* Record the id in the string node value, member key of object holder, at slot. */
+static int found(Walk *w, int holder, int value, PyObject *key, PyObject *slot) {
+    Py_ssize_t saved = w->size;
+    int pushed = push_key(w, key);
+    if (pushed <= 0) return pushed;
+    PyObject *call = PyTuple_New(w->count);
+    for (int i = 0; call && i < w->count; i++) {
+        PyObject *number = PyLong_FromLongLong(w->numbers[i]);
+        if (number == NULL) Py_CLEAR(call);
+        else PyTuple_SET_ITEM(call, i, number);
+    }
+    int kind = member_named(w->arena, holder, "type");
+    PyObject *type = NULL;
+    if (call && kind >= 0 && w->arena->nodes[kind].kind == A_STR) type = text_of(w, kind);
+    else if (call) type = Py_NewRef(Py_None);
+    const Node *n = &w->arena->nodes[value];
+    PyObject *row = type ? Py_BuildValue("(nnOOs#N)", n->start, n->end, slot, call, w->path,
+                                         w->size, type)
+                         : NULL;
+    Py_XDECREF(call);
+    w->size = saved;
+    int appended = row ? PyList_Append(w->found, row) : -1;
+    Py_XDECREF(row);
+    return appended == 0 ? 1 : -1;
+}
+
+/* Whether an element goes on (positions.Tree.elements: types, needs, bare): 1, 0 or -1. */
+static int admits(const Walk *w, int element, PyObject *step) {
+    PyObject *types = PyTuple_GET_ITEM(step, 0), *needs = PyTuple_GET_ITEM(step, 1);
+    if (PyTuple_GET_ITEM(step, 2) == Py_True) return 1;
+    const Arena *a = w->arena;
+    if (a->nodes[element].kind != A_OBJ) return 0;
+    if (needs != Py_None) { /* one of the element's members among the names it needs */
+        int any = 0;
+        for (int child = a->nodes[element].first; !any && child >= 0; child = a->nodes[child].next)
+            any = PySet_Contains(needs, a->nodes[child].name);
+        if (any <= 0) return any;
+    }
+    if (types == Py_None) return 1;
+    int kind = member_named(a, element, "type");
+    if (kind < 0 || a->nodes[kind].kind != A_STR) return 0;
+    PyObject *text = text_of(w, kind);
+    int admitted = text ? PySet_Contains(types, text) : -1;
+    Py_XDECREF(text);
+    return admitted;
+}
+
+/* The walk of tree from node, as positions.find_ids's generated walker walks it: 1, 0 (not
+ * vouched: a path too long or too deep) or -1 (an error). Finds come out per slot later. */
+static int walk(Walk *w, int node, PyObject *tree) {
+    const Arena *a = w->arena;
+    PyObject *leaves = PyTuple_GET_ITEM(tree, 0), *members = PyTuple_GET_ITEM(tree, 1);
+    PyObject *elements = PyTuple_GET_ITEM(tree, 2);
+    int done = 1;
+    if (a->nodes[node].kind == A_OBJ) {
+        for (Py_ssize_t i = 0; done > 0 && i < PyTuple_GET_SIZE(leaves); i++) {
+            PyObject *leaf = PyTuple_GET_ITEM(leaves, i), *key = PyTuple_GET_ITEM(leaf, 0);
+            int value = member(a, node, key);
+            if (value >= 0 && a->nodes[value].kind == A_STR)
+                done = found(w, node, value, key, PyTuple_GET_ITEM(leaf, 1));
+        }
+        for (Py_ssize_t i = 0; done > 0 && i < PyTuple_GET_SIZE(members); i++) {
+            PyObject *entry = PyTuple_GET_ITEM(members, i), *key = PyTuple_GET_ITEM(entry, 0);
+            int child = member(a, node, key);
+            if (child < 0 || a->nodes[child].kind == A_NONE) continue;
+            Py_ssize_t saved = w->size;
+            done = push_key(w, key);
+            if (done > 0) done = walk(w, child, PyTuple_GET_ITEM(entry, 1));
+            w->size = saved;
+        }
+    }
+    for (Py_ssize_t i = 0; done > 0 && i < PyTuple_GET_SIZE(elements); i++) {
+        PyObject *step = PyTuple_GET_ITEM(elements, i), *inside = PyTuple_GET_ITEM(step, 3);
+        if (a->nodes[node].kind != A_ARR) { /* an object is its own one element, unnumbered */
+            done = admits(w, node, step);
+            done = done > 0 ? walk(w, node, inside) : done == 0 ? 1 : -1;
+            continue;
+        }
+        Py_ssize_t index = 0;
+        for (int element = a->nodes[node].first; done > 0 && element >= 0;
+             element = a->nodes[element].next, index++) {
+            int admitted = admits(w, element, step);
+            if (admitted <= 0) {
+                done = admitted < 0 ? -1 : 1;
+                continue;
+            }
+            int own = a->nodes[element].kind == A_OBJ ? member_named(a, element, "index") : -1;
+            long long number = own >= 0 && a->nodes[own].kind == A_INT ? a->nodes[own].integer
+                                                                        : (long long)index;
+            Py_ssize_t saved = w->size;
+            int count = w->count;
+            done = push_index(w, index, number);
+            if (done > 0) done = walk(w, element, inside);
+            w->size = saved;
+            w->count = count;
+        }
+    }
+    return done;
+}
+
+/* Whether tree is a well-formed positions.Tree (0, with TypeError, if not): (leaves, members,
+ * elements) with leaves (member: str, slot: int, ...), members (member: str, tree) and
+ * elements (types: frozenset | None, needs: frozenset | None, bare: bool, tree). */
+static int check_tree(PyObject *tree, int depth, Py_ssize_t *budget) {
+    if (depth > MAX_DEPTH || --*budget < 0 || !PyTuple_Check(tree) || PyTuple_GET_SIZE(tree) != 3)
+        goto bad;
+    PyObject *leaves = PyTuple_GET_ITEM(tree, 0), *members = PyTuple_GET_ITEM(tree, 1);
+    PyObject *elements = PyTuple_GET_ITEM(tree, 2);
+    if (!PyTuple_Check(leaves) || !PyTuple_Check(members) || !PyTuple_Check(elements)) goto bad;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(leaves); i++) {
+        PyObject *leaf = PyTuple_GET_ITEM(leaves, i);
+        if (!PyTuple_Check(leaf) || PyTuple_GET_SIZE(leaf) < 2 ||
+            !PyUnicode_CheckExact(PyTuple_GET_ITEM(leaf, 0)) ||
+            !PyLong_CheckExact(PyTuple_GET_ITEM(leaf, 1)))
+            goto bad;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(members); i++) {
+        PyObject *entry = PyTuple_GET_ITEM(members, i);
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 ||
+            !PyUnicode_CheckExact(PyTuple_GET_ITEM(entry, 0)) ||
+            !check_tree(PyTuple_GET_ITEM(entry, 1), depth + 1, budget))
+            return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(elements); i++) {
+        PyObject *step = PyTuple_GET_ITEM(elements, i);
+        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 4) goto bad;
+        for (int j = 0; j < 2; j++) {
+            PyObject *names = PyTuple_GET_ITEM(step, j);
+            if (names != Py_None && !PyFrozenSet_CheckExact(names)) goto bad;
+        }
+        if (!PyBool_Check(PyTuple_GET_ITEM(step, 2)) ||
+            !check_tree(PyTuple_GET_ITEM(step, 3), depth + 1, budget))
+            return 0;
+    }
+    return 1;
+bad:
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "table: a malformed tree");
+    return 0;
+}
+
+/* Whether table is (schema, tree, roots: tuple of str, numbered: bool): 0 with an exception
+ * if not. */
+static int check_table(PyObject *table) {
+    if (!PyTuple_CheckExact(table) || PyTuple_GET_SIZE(table) != 4 ||
+        !PyTuple_CheckExact(PyTuple_GET_ITEM(table, 2)) || !PyBool_Check(PyTuple_GET_ITEM(table, 3))) {
+        PyErr_SetString(PyExc_TypeError, "table: (schema, tree, roots: tuple, numbered: bool)");
+        return 0;
+    }
+    PyObject *roots = PyTuple_GET_ITEM(table, 2);
+    if (PyTuple_GET_SIZE(roots) > MAX_NUMBERS) {
+        PyErr_SetString(PyExc_ValueError, "table: too many roots");
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(roots); i++)
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(roots, i))) {
+            PyErr_SetString(PyExc_TypeError, "table: roots are strs");
+            return 0;
+        }
+    Py_ssize_t budget = SCHEMA_NODES;
+    if (!check_schema(PyTuple_GET_ITEM(table, 0), 0, &budget)) return 0;
+    budget = SCHEMA_NODES;
+    return check_tree(PyTuple_GET_ITEM(table, 1), 0, &budget);
+}
+
+static PyObject *id_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "parse(document, schema) takes 2 arguments");
+        PyErr_SetString(PyExc_TypeError, "id_spans(document, table) takes 2 arguments");
         return NULL;
     }
-    Py_ssize_t budget = SCHEMA_NODES;
-    if (!check_schema(args[1], 0, &budget)) return NULL;
+    if (!check_table(args[1])) return NULL;
+    PyObject *schema = PyTuple_GET_ITEM(args[1], 0), *tree = PyTuple_GET_ITEM(args[1], 1);
+    PyObject *roots = PyTuple_GET_ITEM(args[1], 2);
     Py_buffer view;
     if (get_buffer(args[0], &view, "document") < 0) return NULL;
     const unsigned char *buffer = view.buf;
     Scan s = {buffer, buffer, buffer + view.len, 1, 0, 0};
     Arena a = {NULL, 0, 0};
+    Walk *w = NULL;
     PyObject *result = NULL;
     /* the root, an object, is node 0 */
-    int vouched = expect(&s, '{') && object(&s, args[1], &a) == 0;
+    int vouched = expect(&s, '{') && object(&s, schema, &a) == 0;
     if (vouched) skip_ws(&s);
     if (PyErr_Occurred()) { /* an allocation failed */
         result = NULL;
     } else if (!vouched || s.p != s.end) {
         result = Py_NewRef(Py_None);
-    } else {
-        PyObject *spans = PyDict_New();
-        PyObject *pruned = spans ? materialize(&a, 0, buffer, spans) : NULL;
-        if (pruned) result = Py_BuildValue("(NN)", pruned, spans);
-        else Py_XDECREF(spans);
+    } else if ((w = PyMem_Malloc(sizeof(Walk))) == NULL) {
+        PyErr_NoMemory();
+    } else if ((w->found = PyList_New(0)) != NULL) {
+        w->arena = &a;
+        w->buffer = buffer;
+        w->numbered = PyTuple_GET_ITEM(args[1], 3) == Py_True;
+        w->size = 0;
+        w->count = 0;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(roots) && w->count == 0; i++) {
+            int root = member(&a, 0, PyTuple_GET_ITEM(roots, i)); /* the call an event is about */
+            if (root >= 0 && a.nodes[root].kind == A_INT) w->numbers[w->count++] = a.nodes[root].integer;
+        }
+        int walked = walk(w, 0, tree);
+        if (walked > 0) result = Py_NewRef(w->found);
+        else if (walked == 0) result = Py_NewRef(Py_None);
+        Py_DECREF(w->found);
     }
+    PyMem_Free(w);
     PyMem_Free(a.nodes);
     PyBuffer_Release(&view);
     return result;
@@ -749,8 +958,8 @@ static PyObject *splice(PyObject *module, PyObject *const *args, Py_ssize_t narg
 /* --- the module ----------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
-    {"parse", (PyCFunction)(void (*)(void))parse, METH_FASTCALL,
-     "parse(document, schema) -> (pruned, spans) | None: see toolid/prune.py."},
+    {"id_spans", (PyCFunction)(void (*)(void))id_spans, METH_FASTCALL,
+     "id_spans(document, table) -> list | None: see toolid/prune.py."},
     {"first_marker", (PyCFunction)(void (*)(void))first_marker, METH_FASTCALL,
      "first_marker(data, words) -> int: see toolid/markers.py."},
     {"splice", (PyCFunction)(void (*)(void))splice, METH_FASTCALL,
@@ -768,7 +977,7 @@ static PyModuleDef_Slot slots[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "toolid._native",
-    .m_doc = "Pure primitives over bytes: parse, first_marker, splice (toolid/native.py).",
+    .m_doc = "Pure primitives over bytes: id_spans, first_marker, splice (toolid/native.py).",
     .m_size = 0,
     .m_methods = methods,
     .m_slots = slots,

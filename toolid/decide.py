@@ -55,22 +55,27 @@ class Change(NamedTuple):
     rules: str = ""
 
 
-type Member = tuple[int, str]  # (id of the holding object, key): one id position
+type Member = tuple[int, str] | tuple[int, int]  # one id position: (id(holder), key) or its span
 
 
 @dataclass(slots=True)
 class Targets:
-    """The id positions whose value changes, each once: its holder, key, old and new value."""
+    """The id positions whose value changes, each once: its holder, key, old and new value
+    (and, where the native parser saw it, the span of its literal with the new value)."""
 
     new: dict[Member, str] = field(default_factory=dict)
     members: list[tuple[dict[str, Any], str, str, str]] = field(default_factory=list)
+    spans: list[tuple[tuple[int, int], str]] = field(default_factory=list)
     client_ids: bool = False  # every old value is a client id made by the codec
 
-    def add(self, holder: dict[str, Any], key: str, value: str, new: str) -> None:
-        member = (id(holder), key)
+    def add(self, found: Found, new: str) -> None:
+        span = found.span
+        member = span if span is not None else (id(found.holder), found.key)
         if member not in self.new:
             self.new[member] = new
-            self.members.append((holder, key, value, new))
+            self.members.append((found.holder, found.key, found.value, new))
+            if span is not None:
+                self.spans.append((span, new))
 
 
 def decide(
@@ -90,19 +95,19 @@ def decide(
             client = calls.client_id(found)
             if client != found.value:
                 changes.append(make(Change, (found.path, found.value, client, "encoded", "", "")))
-                add(found.holder, found.key, found.value, client)
+                add(found, client)
         return tuple(changes), targets
     if policy.rules is None:  # restore every encoded id
         decode = codec.decode
         for found in found_ids:
             if (raw := decode(found.value)) != found.value:
                 changes.append(make(Change, (found.path, raw, found.value, "restored", "", "")))
-                add(found.holder, found.key, found.value, raw)
+                add(found, raw)
         targets.client_ids = True  # only ids decode changes: encode made them
         return tuple(changes), targets
     # A destination with rules: each position once, in document order, so that results
     # find the calls before them.
-    found_ids = list({(id(f.holder), f.key): f for f in found_ids}.values())
+    found_ids = list({f.span or (id(f.holder), f.key): f for f in found_ids}.values())
     found_ids.sort(key=lambda found: path_order(found.path))
     rules = policy.rules
     for found, (sent, source) in zip(found_ids, assign(found_ids, api, rules), strict=True):
@@ -117,7 +122,7 @@ def decide(
             continue
         changes.append(change)
         if change.action != "kept":
-            add(found.holder, found.key, found.value, new_value(change))
+            add(found, new_value(change))
     return tuple(changes), targets
 
 

@@ -2,8 +2,9 @@
 
 ``locate`` reads one JSON document of a known (or recognisable) API and kind:
 
-- with the native accelerator, ``prune.parse`` reads it keeping only what the table needs
-  and reports the span of every id literal: the edits need no search;
+- with the native accelerator, ``native.id_spans`` reads it, keeping only what the table
+  needs, and reports every id at a table position with the span of its literal: the edits
+  need no search;
 - otherwise, or for a document the native parser does not vouch for, the document is
   parsed in full (``jsonparse``: orjson when installed) and the table walked
   (``positions.find_ids``); ``Located.edits`` then finds the literals of the ids that change.
@@ -26,13 +27,14 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Final
 
-from toolid import codec, jsonparse, prune
+from toolid import codec, jsonparse, native, prune
 from toolid.apis import api_from_shape
 from toolid.decide import Member, Targets
 from toolid.edit import Edit, RewriteError, literal_of, splice
-from toolid.positions import DEFINES, Api, Doc, Found, find_ids
+from toolid.positions import DEFINES, TYPE, Api, Call, Doc, Found, find_ids, positions
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +42,8 @@ class Located:
     """The ids at the table's positions in one document, and how to find their literals."""
 
     api: Api
-    document: Any  # parsed: in full, or pruned to what the table reads (``prune``)
+    document: Any  # parsed in full (None: the native parser read it, and each id's span)
     found: list[Found]
-    spans: prune.Spans | None  # where each id literal is, when the native parser read it
     surrogates: bool = True  # whether the bytes may hold raw surrogates (orjson read none)
 
     def definitions(self) -> frozenset[str]:
@@ -54,15 +55,12 @@ class Located:
         (the bytes this was located in). Raises RewriteError when they cannot be proved."""
         if not targets.members:
             return ()
-        if self.spans is not None:
-            spans = self.spans
+        if self.document is None:  # every id's span is known
             make = tuple.__new__  # Edit(...) without NamedTuple's Python-level __new__
-            return tuple(
-                sorted(
-                    make(Edit, (*spans[(id(holder), key)], literal_of(new)))
-                    for holder, key, _, new in targets.members
-                )
-            )
+            spliced = [make(Edit, (*span, literal_of(new))) for span, new in targets.spans]
+            if len(spliced) > 1:
+                spliced.sort()
+            return tuple(spliced)
         edits = _locate_plainly(source, targets, surrogates=self.surrogates)
         if edits is None:
             edits, proven = _locate(source, self.document, targets)
@@ -77,9 +75,10 @@ def locate(document: bytes, api: Api | None, doc: Doc) -> Located | None:
     None: the API is not known and the document is not JSON, or not of a known API's shape
     (not toolid's to judge). Raises RewriteError for a document of a known API that is not
     valid JSON."""
-    if api is not None and (pruned := prune.parse(document, prune.SCHEMAS[(api, doc)])):
-        parsed, spans = pruned
-        return Located(api, parsed, find_ids(parsed, api, doc), spans)
+    if api is not None and native.extension is not None:
+        found = _natively(document, api, doc)
+        if found is not None:
+            return Located(api, None, found)
     try:
         parsed, strict_utf8 = jsonparse.loads_checked(document)
     except (ValueError, RecursionError) as exc:
@@ -90,7 +89,32 @@ def locate(document: bytes, api: Api | None, doc: Doc) -> Located | None:
         api = api_from_shape(parsed, doc)
         if api is None:
             return None
-    return Located(api, parsed, find_ids(parsed, api, doc), None, surrogates=not strict_utf8)
+    return Located(api, parsed, find_ids(parsed, api, doc), surrogates=not strict_utf8)
+
+
+def _natively(document: bytes, api: Api, doc: Doc) -> list[Found] | None:
+    """``find_ids`` of ``document`` as the native parser reads it (``native.id_spans``), each
+    id with its literal's span; None when it does not vouch for the document."""
+    assert native.extension is not None
+    located: list[tuple[int, int, int, Call, str, str | None]] | None
+    located = native.extension.id_spans(document, prune.TABLES[(api, doc)])
+    if located is None:
+        return None
+    located.sort(key=_SLOT)  # table order, then document order (the walk's, kept by sort)
+    entries = positions(api, doc)
+    make = tuple.__new__  # Found(...) without NamedTuple's Python-level __new__ (per id)
+    found: list[Found] = []
+    for start, end, slot, call, path, holder_type in located:
+        position = entries[slot]
+        # The parser vouches only for literals without escapes, in valid UTF-8.
+        value = document[start + 1 : end - 1].decode()
+        holder = {TYPE: holder_type} if holder_type is not None else {}
+        row = (holder, position.key, value, path, position.role, call, position.kind, (start, end))
+        found.append(make(Found, row))
+    return found
+
+
+_SLOT: Final = itemgetter(2)
 
 
 def short(exc: BaseException) -> str:

@@ -265,6 +265,7 @@ class Found(NamedTuple):
     role: Role = DEFINES
     call: Call = ()  # in a response or event; () in a request, whose calls are not numbered
     kind: str = "call"  # the kind of id its position holds (see ``Entry``)
+    span: tuple[int, int] | None = None  # its literal's, when the native parser located it
 
 
 def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
@@ -397,7 +398,7 @@ class _WalkSource:
         self.emit(
             depth + 1,
             f"found[{slot}].append(make(Found, ({at.node}, {key!r}, {value}, {where}, "
-            f"{self.constant(role)}, {call}, {kind!r})))",
+            f"{self.constant(role)}, {call}, {kind!r}, None)))",
         )
 
     def elements(

@@ -1,48 +1,36 @@
-"""Parse only what the table reads, and learn where each id literal is (native accelerator).
+"""What the native parser keeps of a document, made from the table (native accelerator).
 
 A history of 500 tool calls is a megabyte, nearly all of it tool output that toolid never
-reads. ``parse`` reads such a document with ``toolid._native`` (see ``toolid.native``): it
-validates every byte but keeps only the members on the way to id positions (plus ``type``,
-``index``, ``output_index`` and, in a request, ``stream``), and returns, for every id string
-it keeps, the span of its literal in the bytes. The table's walkers read the pruned document
-exactly as they read a full parse (every member a node names is kept, arrays keep every
-element), and the spans locate the literals with no search and no counting proof: the parser
-saw each literal where it stands.
+reads. The native parser (``toolid.native``: ``id_spans``) validates every byte of such a
+document but keeps only the members on the way to id positions (plus ``type``, ``index`` and
+``output_index``, which the walk tests), then walks the table's tree over what it kept, as
+``positions.find_ids`` walks a parsed document, and reports each id with the span of its
+literal: the edits need no search and no counting proof.
 
 It vouches only for plain JSON: anything else (invalid JSON or UTF-8, escapes in kept
 strings or in any key, a key given twice in one object, objects of more than 64 members,
 surrogate escapes, NaN, integers beyond 64 bits where one is kept, deep nesting) gives None,
 and the caller parses in full, which decides: so toolid's output is the same with and without
-it, byte for byte. Without the extension ``parse`` always gives None.
+it, byte for byte.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from toolid import native
-from toolid.positions import ELEMENT_NUMBER, EVENT_CALL_NUMBERS, TREES, TYPE, Doc, Tree
+from toolid.positions import ELEMENT_NUMBER, EVENT_CALL_NUMBERS, TREES, TYPE, Doc, Tree, numbered
 
 type Spec = int | Node  # LEAF, KEEP or a node
 type Node = tuple[tuple[tuple[bytes, str, Spec], ...], Node | None]  # (members, elements)
-type Spans = dict[tuple[int, str], tuple[int, int]]  # (id(object), key) -> literal's span
 
 LEAF: Final = 0  # an id's member: its string is kept, with the span of its literal
 KEEP: Final = 1  # a member the walker tests (type, index, ...): its scalar is kept
 
 _ROOT_MEMBERS: Final[dict[Doc, tuple[str, ...]]] = {
-    Doc.REQUEST: ("stream",),  # read off the parsed request (``Rewritten.asks_to_stream``)
+    Doc.REQUEST: (),
     Doc.RESPONSE: (),
     Doc.EVENT: EVENT_CALL_NUMBERS,  # the call an event is about
 }
-
-
-def parse(document: bytes, schema: Node) -> tuple[Any, Spans] | None:
-    """The pruned ``document`` and the spans of its id literals, or None (see module doc)."""
-    if native.extension is None:
-        return None
-    result: tuple[Any, Spans] | None = native.extension.parse(document, schema)
-    return result
 
 
 # --- the schema: the table's tree as the members each object keeps ----------------------------
@@ -103,3 +91,10 @@ def _schema(tree: Tree, doc: Doc) -> Node:
 
 #: The schema of each API and kind of document.
 SCHEMAS: Final = {(api, doc): _schema(tree, doc) for (api, doc), tree in TREES.items()}
+
+#: What ``native.id_spans`` takes for each API and kind of document: (the schema, the table's
+#: tree, the members of an event that number its call, whether calls are numbered).
+TABLES: Final = {
+    (api, doc): (SCHEMAS[(api, doc)], tree, _ROOT_MEMBERS[doc], numbered(doc))
+    for (api, doc), tree in TREES.items()
+}

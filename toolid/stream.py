@@ -17,12 +17,14 @@ from __future__ import annotations
 import bisect
 import logging
 from itertools import accumulate
+from typing import Final
 
 from toolid import body, decompress
 from toolid.body import Change, Direction, Edit, Policy, RewriteError
+from toolid.edit import shifted
 from toolid.occurrence import CallIds
 from toolid.positions import Api, Doc
-from toolid.sse import EventFramer, data_lines
+from toolid.sse import EventFramer, Field, data_lines
 
 DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
 _BOUNDARY_CONTEXT = 3  # bytes kept back while skipping an oversized event
@@ -149,13 +151,17 @@ class StreamRewriter:
             and event.count(b"data") < 2
         ):  # no marker, no id position (unless split over data lines): as ``plan`` would find
             return event
-        fields = data_lines(event, stream_start=at_start)
-        if not fields:
-            return event
-        if len(fields) == 1:
-            document = event[fields[0].start : fields[0].end]
+        if not at_start and event.startswith(_DATA) and _one_lf_line(event):
+            fields = [_ONE_LINE]  # the common case: one "data: " line, LF line endings
+            document = event[len(_DATA) : -2]
         else:
-            document = b"\n".join(event[field.start : field.end] for field in fields)
+            fields = data_lines(event, stream_start=at_start)
+            if not fields:
+                return event
+            if len(fields) == 1:
+                document = event[fields[0].start : fields[0].end]
+            else:
+                document = b"\n".join(event[field.start : field.end] for field in fields)
         try:
             plan = body.plan(document, self.api, Doc.EVENT, self.policy, self.calls)
         except RewriteError as exc:
@@ -163,14 +169,13 @@ class StreamRewriter:
             return event
         if self.api is None and plan.api is not None:
             self.api, self._markers = plan.api, body.id_markers(plan.api, Doc.EVENT)
+        if not plan.changes:
+            return event
         self.changes.extend(plan.changes)
         if not plan.edits:
             return event
-        if len(fields) == 1:  # the common case: no line to find for each edit
-            shift = fields[0].start
-            return body.apply(
-                event, [Edit(e.start + shift, e.end + shift, e.text) for e in plan.edits]
-            )
+        if len(fields) == 1:  # no line to find for each edit
+            return body.apply(event, shifted(plan.edits, fields[0].start))
         # Map offsets in the joined data back to the event: literals never span a line.
         doc_starts = [0, *accumulate(field.end - field.start + 1 for field in fields)]
         edits = []
@@ -200,3 +205,12 @@ class StreamRewriter:
         self.problems.append(problem)
         self._passthrough = True
         return self._framer.take_tail()
+
+
+_DATA: Final = b"data: "
+_ONE_LINE: Final = Field(len(_DATA), -2)  # where the data of b"data: ...\n\n" is
+
+
+def _one_lf_line(event: bytes) -> bool:
+    """Whether ``event`` is one line and its blank line, with LF line endings only."""
+    return event.find(b"\n") == len(event) - 2 and b"\r" not in event
