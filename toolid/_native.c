@@ -750,6 +750,45 @@ static int check_table(PyObject *table) {
     return check_tree(PyTuple_GET_ITEM(table, 1), 0, &budget);
 }
 
+/* The walk of table's tree over an arena a parse of buffer made: the list of ids, None (not
+ * vouched for) or NULL (an error). */
+static PyObject *walk_ids(const Arena *a, const unsigned char *buffer, PyObject *table) {
+    PyObject *roots = PyTuple_GET_ITEM(table, 2), *result = NULL;
+    Walk *w = PyMem_Malloc(sizeof(Walk));
+    if (w == NULL) return PyErr_NoMemory();
+    if ((w->found = PyList_New(0)) != NULL) {
+        w->arena = a;
+        w->buffer = buffer;
+        w->numbered = PyTuple_GET_ITEM(table, 3) == Py_True;
+        w->size = 0;
+        w->count = 0;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(roots) && w->count == 0; i++) {
+            int root = member(a, 0, PyTuple_GET_ITEM(roots, i)); /* the call an event is about */
+            if (root >= 0 && a->nodes[root].kind == A_INT)
+                w->numbers[w->count++] = a->nodes[root].integer;
+        }
+        int walked = walk(w, 0, PyTuple_GET_ITEM(table, 1));
+        if (walked > 0) result = Py_NewRef(w->found);
+        else if (walked == 0) result = Py_NewRef(Py_None);
+        Py_DECREF(w->found);
+    }
+    PyMem_Free(w);
+    return result;
+}
+
+/* The ids of the JSON object b[start:end] (the root is node 0): a list, None or NULL. */
+static PyObject *ids_of(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, PyObject *table) {
+    Scan s = {b, b + start, b + end, 1, 0, 0};
+    Arena a = {NULL, 0, 0};
+    PyObject *result = NULL;
+    int vouched = expect(&s, '{') && object(&s, PyTuple_GET_ITEM(table, 0), &a) == 0;
+    if (vouched) skip_ws(&s);
+    if (!PyErr_Occurred())
+        result = vouched && s.p == s.end ? walk_ids(&a, b, table) : Py_NewRef(Py_None);
+    PyMem_Free(a.nodes);
+    return result;
+}
+
 static PyObject *id_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 2) {
@@ -757,41 +796,9 @@ static PyObject *id_spans(PyObject *module, PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     if (!check_table(args[1])) return NULL;
-    PyObject *schema = PyTuple_GET_ITEM(args[1], 0), *tree = PyTuple_GET_ITEM(args[1], 1);
-    PyObject *roots = PyTuple_GET_ITEM(args[1], 2);
     Py_buffer view;
     if (get_buffer(args[0], &view, "document") < 0) return NULL;
-    const unsigned char *buffer = view.buf;
-    Scan s = {buffer, buffer, buffer + view.len, 1, 0, 0};
-    Arena a = {NULL, 0, 0};
-    Walk *w = NULL;
-    PyObject *result = NULL;
-    /* the root, an object, is node 0 */
-    int vouched = expect(&s, '{') && object(&s, schema, &a) == 0;
-    if (vouched) skip_ws(&s);
-    if (PyErr_Occurred()) { /* an allocation failed */
-        result = NULL;
-    } else if (!vouched || s.p != s.end) {
-        result = Py_NewRef(Py_None);
-    } else if ((w = PyMem_Malloc(sizeof(Walk))) == NULL) {
-        PyErr_NoMemory();
-    } else if ((w->found = PyList_New(0)) != NULL) {
-        w->arena = &a;
-        w->buffer = buffer;
-        w->numbered = PyTuple_GET_ITEM(args[1], 3) == Py_True;
-        w->size = 0;
-        w->count = 0;
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(roots) && w->count == 0; i++) {
-            int root = member(&a, 0, PyTuple_GET_ITEM(roots, i)); /* the call an event is about */
-            if (root >= 0 && a.nodes[root].kind == A_INT) w->numbers[w->count++] = a.nodes[root].integer;
-        }
-        int walked = walk(w, 0, tree);
-        if (walked > 0) result = Py_NewRef(w->found);
-        else if (walked == 0) result = Py_NewRef(Py_None);
-        Py_DECREF(w->found);
-    }
-    PyMem_Free(w);
-    PyMem_Free(a.nodes);
+    PyObject *result = ids_of(view.buf, 0, view.len, args[1]);
     PyBuffer_Release(&view);
     return result;
 }
@@ -885,6 +892,113 @@ static PyObject *first_marker(PyObject *module, PyObject *const *args, Py_ssize_
     return PyLong_FromSsize_t(best < n ? best : -1);
 }
 
+/* --- event_ids: the ids of the events of an SSE stream with LF line endings ------------------ */
+
+/* The words of a marker set, and where each next occurs (from one search on: each word's
+ * occurrences are searched once, however many hits are asked for). */
+typedef struct {
+    const unsigned char *words[MAX_MARKERS];
+    Py_ssize_t sizes[MAX_MARKERS], next[MAX_MARKERS];
+    int count;
+} Words;
+
+/* 1, or 0 with TypeError or ValueError. */
+static int words_from(Words *m, PyObject *words) {
+    if (!PyTuple_CheckExact(words) || PyTuple_GET_SIZE(words) < 1 ||
+        PyTuple_GET_SIZE(words) > MAX_MARKERS) {
+        PyErr_SetString(PyExc_TypeError, "words: a tuple of 1 to 64 non-empty bytes");
+        return 0;
+    }
+    m->count = (int)PyTuple_GET_SIZE(words);
+    for (int i = 0; i < m->count; i++) {
+        PyObject *word = PyTuple_GET_ITEM(words, i);
+        if (!PyBytes_CheckExact(word) || PyBytes_GET_SIZE(word) < 1) {
+            PyErr_SetString(PyExc_TypeError, "words: a tuple of 1 to 64 non-empty bytes");
+            return 0;
+        }
+        m->words[i] = (const unsigned char *)PyBytes_AS_STRING(word);
+        m->sizes[i] = PyBytes_GET_SIZE(word);
+        m->next[i] = -1; /* not searched yet */
+    }
+    return 1;
+}
+
+/* Where the first word at or after from starts in b[:n], or -1. */
+static Py_ssize_t next_hit(Words *m, const unsigned char *b, Py_ssize_t from, Py_ssize_t n) {
+    Py_ssize_t best = n;
+    for (int i = 0; i < m->count; i++) {
+        if (m->next[i] < from && m->next[i] != n) {
+            const unsigned char *at = find_word(b + from, n - from, m->words[i], m->sizes[i]);
+            m->next[i] = at ? at - b : n;
+        }
+        if (m->next[i] < best) best = m->next[i];
+    }
+    return best < n ? best : -1;
+}
+
+/* Where "\n\n" last starts in b[from:to], or -1. */
+static Py_ssize_t last_blank(const unsigned char *b, Py_ssize_t from, Py_ssize_t to) {
+    for (Py_ssize_t at = to - 2; at >= from; at--)
+        if (b[at + 1] == '\n' && b[at] == '\n') return at;
+    return -1;
+}
+
+/* Where "\n\n" first starts in b[from:to], or -1. */
+static Py_ssize_t first_blank(const unsigned char *b, Py_ssize_t from, Py_ssize_t to) {
+    for (const unsigned char *at = b + from; to - (at - b) >= 2; at++) {
+        at = memchr(at, '\n', to - (at - b) - 1);
+        if (at == NULL) return -1;
+        if (at[1] == '\n') return at - b;
+    }
+    return -1;
+}
+
+static PyObject *event_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    Py_ssize_t limit;
+    Words m;
+    if (nargs != 4 || !PyLong_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "event_ids(data, words, limit: int, table)");
+        return NULL;
+    }
+    if ((limit = PyLong_AsSsize_t(args[2])) < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "limit: not negative");
+        return NULL;
+    }
+    if (!words_from(&m, args[1]) || !check_table(args[3])) return NULL;
+    Py_buffer view;
+    if (get_buffer(args[0], &view, "data") < 0) return NULL;
+    const unsigned char *b = view.buf;
+    Py_ssize_t n = view.len, start = 0;
+    if (memchr(b, '\r', n) != NULL) { /* other line endings: not this function's */
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    PyObject *events = PyList_New(0), *result = NULL;
+    while (events) {
+        Py_ssize_t hit = next_hit(&m, b, start, n), to = hit < 0 ? n : hit;
+        Py_ssize_t blank = last_blank(b, start, to);
+        if (blank >= 0) { /* whole events without a marker: a run of k LFs ends k / 2 */
+            Py_ssize_t first = blank;
+            while (first > start && b[first - 1] == '\n') first--;
+            start = first + (blank + 2 - first) / 2 * 2;
+        }
+        if (hit < 0 || (blank = first_blank(b, start, n)) < 0) break;
+        Py_ssize_t end = blank + 2; /* the event [start, end) holds a marker */
+        PyObject *ids = NULL;
+        int one_line = end - start <= limit && end - start >= 8 && memcmp(b + start, "data: ", 6) == 0 &&
+                       memchr(b + start, '\n', end - start) == b + end - 2;
+        ids = one_line ? ids_of(b, start + 6, end - 2, args[3]) : Py_NewRef(Py_None);
+        PyObject *event = ids ? Py_BuildValue("(nnN)", start, end, ids) : NULL;
+        if (event == NULL || PyList_Append(events, event) < 0) Py_CLEAR(events);
+        Py_XDECREF(event);
+        start = end;
+    }
+    if (events) result = Py_BuildValue("(nN)", start, events);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* --- splice --------------------------------------------------------------------------------- */
 
 /* An edit's offset: an int (no __index__ is called) in [0, size], or -1 with an exception. */
@@ -960,6 +1074,8 @@ static PyObject *splice(PyObject *module, PyObject *const *args, Py_ssize_t narg
 static PyMethodDef methods[] = {
     {"id_spans", (PyCFunction)(void (*)(void))id_spans, METH_FASTCALL,
      "id_spans(document, table) -> list | None: see toolid/prune.py."},
+    {"event_ids", (PyCFunction)(void (*)(void))event_ids, METH_FASTCALL,
+     "event_ids(data, words, limit, table) -> (end, events) | None: see toolid/stream.py."},
     {"first_marker", (PyCFunction)(void (*)(void))first_marker, METH_FASTCALL,
      "first_marker(data, words) -> int: see toolid/markers.py."},
     {"splice", (PyCFunction)(void (*)(void))splice, METH_FASTCALL,

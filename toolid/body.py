@@ -17,7 +17,7 @@ from typing import Any, Final, NamedTuple
 from toolid import codec, jsonparse
 from toolid.decide import Action, Change, Direction, Policy, decide
 from toolid.edit import Edit, RewriteError, splice
-from toolid.locate import locate
+from toolid.locate import Located, locate
 from toolid.markers import Markers
 from toolid.occurrence import NOTHING_TAKEN, CallIds
 from toolid.positions import ID_KEYS, REFERS, Api, Doc, Found, positions, spelled_markers
@@ -36,6 +36,7 @@ __all__ = [
     "may_change",
     "may_hold_ids",
     "plan",
+    "plan_located",
     "rewrite",
 ]
 
@@ -89,6 +90,13 @@ def plan(
     located = locate(document, api, doc)
     if located is None:
         return NOTHING
+    return plan_located(document, located, policy, calls)
+
+
+def plan_located(
+    document: bytes, located: Located, policy: Policy, calls: CallIds | None = None
+) -> Plan:
+    """``plan`` for a document whose ids are located already (decide, then edit)."""
     changes, targets = decide(located.found, located.api, policy, calls)
     edits = located.edits(document, targets)
     return Plan(located.api, edits, changes, located.document, tuple(located.found))

@@ -15,7 +15,7 @@ Nothing here reads bytes; ``locate`` says where the literals are and ``edit`` ch
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from toolid import codec
@@ -58,15 +58,17 @@ class Change(NamedTuple):
 type Member = tuple[int, str] | tuple[int, int]  # one id position: (id(holder), key) or its span
 
 
-@dataclass(slots=True)
 class Targets:
     """The id positions whose value changes, each once: its holder, key, old and new value
     (and, where the native parser saw it, the span of its literal with the new value)."""
 
-    new: dict[Member, str] = field(default_factory=dict)
-    members: list[tuple[dict[str, Any], str, str, str]] = field(default_factory=list)
-    spans: list[tuple[tuple[int, int], str]] = field(default_factory=list)
-    client_ids: bool = False  # every old value is a client id made by the codec
+    __slots__ = ("client_ids", "members", "new", "spans")
+
+    def __init__(self) -> None:  # made for every document rewritten: kept plain and quick
+        self.new: dict[Member, str] = {}
+        self.members: list[tuple[dict[str, Any], str, str, str]] = []
+        self.spans: list[tuple[tuple[int, int], str]] = []
+        self.client_ids = False  # every old value is a client id made by the codec
 
     def add(self, found: Found, new: str) -> None:
         span = found.span
@@ -79,18 +81,26 @@ class Targets:
 
 
 def decide(
-    found_ids: list[Found], api: Api, policy: Policy, calls: CallIds | None
+    found_ids: list[Found],
+    api: Api,
+    policy: Policy,
+    calls: CallIds | None,
+    *,
+    in_call_order: bool = False,
 ) -> tuple[tuple[Change, ...], Targets]:
     """Each id position that changes (or is kept), with its change, and the positions whose
-    value changes. ``calls``: encoding, the client ids of this response's calls."""
+    value changes. ``calls``: encoding, the client ids of this response's calls, given in
+    call order (by number, then what refers to them: ``call_order``) unless
+    ``in_call_order`` says ``found_ids`` come so already (the ids of several events, each
+    event's in call order)."""
     changes: list[Change] = []
     targets = Targets()
     add = targets.add
     make = tuple.__new__  # Change(...) without NamedTuple's Python-level __new__ (per id)
     if policy.direction is Direction.ENCODE:
         calls = calls if calls is not None else CallIds(policy.profile)
-        if len(found_ids) > 1:  # calls in order (by number), then what refers to them
-            found_ids = sorted(found_ids, key=_calls_first)
+        if len(found_ids) > 1 and not in_call_order:
+            found_ids = call_order(found_ids)
         for found in found_ids:
             client = calls.client_id(found)
             if client != found.value:
@@ -124,6 +134,12 @@ def decide(
         if change.action != "kept":
             add(found, new_value(change))
     return tuple(changes), targets
+
+
+def call_order(found_ids: list[Found]) -> list[Found]:
+    """The ids of one document in the order their client ids are chosen: the calls in order
+    (by number), then what refers to them."""
+    return sorted(found_ids, key=_calls_first) if len(found_ids) > 1 else found_ids
 
 
 def _calls_first(found: Found) -> tuple[bool, Call]:

@@ -26,9 +26,8 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from toolid import codec, jsonparse, native, prune
 from toolid.apis import api_from_shape
@@ -37,8 +36,7 @@ from toolid.edit import Edit, RewriteError, literal_of, splice
 from toolid.positions import DEFINES, TYPE, Api, Call, Doc, Found, find_ids, positions
 
 
-@dataclass(frozen=True, slots=True)
-class Located:
+class Located(NamedTuple):  # made for every document read: a tuple is quickest to make
     """The ids at the table's positions in one document, and how to find their literals."""
 
     api: Api
@@ -93,13 +91,19 @@ def locate(document: bytes, api: Api | None, doc: Doc) -> Located | None:
 
 
 def _natively(document: bytes, api: Api, doc: Doc) -> list[Found] | None:
-    """``find_ids`` of ``document`` as the native parser reads it (``native.id_spans``), each
-    id with its literal's span; None when it does not vouch for the document."""
+    """``find_ids`` of ``document`` as the native parser reads it (``id_spans``), each id with
+    its literal's span; None when it does not vouch for the document."""
     assert native.extension is not None
-    located: list[tuple[int, int, int, Call, str, str | None]] | None
-    located = native.extension.id_spans(document, prune.TABLES[(api, doc)])
-    if located is None:
-        return None
+    located: list[Spanned] | None = native.extension.id_spans(document, prune.TABLES[(api, doc)])
+    return None if located is None else spanned(document, located, api, doc)
+
+
+type Spanned = tuple[int, int, int, Call, str, str | None]  # what the native parser reports
+
+
+def spanned(source: bytes, located: list[Spanned], api: Api, doc: Doc, at: int = 0) -> list[Found]:
+    """The ids the native parser reported (``id_spans``, ``event_ids``) in ``source``, as
+    ``Found``, in ``find_ids``' order, their spans counted from ``at``."""
     located.sort(key=_SLOT)  # table order, then document order (the walk's, kept by sort)
     entries = positions(api, doc)
     make = tuple.__new__  # Found(...) without NamedTuple's Python-level __new__ (per id)
@@ -107,9 +111,10 @@ def _natively(document: bytes, api: Api, doc: Doc) -> list[Found] | None:
     for start, end, slot, call, path, holder_type in located:
         position = entries[slot]
         # The parser vouches only for literals without escapes, in valid UTF-8.
-        value = document[start + 1 : end - 1].decode()
+        value = source[start + 1 : end - 1].decode()
         holder = {TYPE: holder_type} if holder_type is not None else {}
-        row = (holder, position.key, value, path, position.role, call, position.kind, (start, end))
+        span = (start - at, end - at)
+        row = (holder, position.key, value, path, position.role, call, position.kind, span)
         found.append(make(Found, row))
     return found
 

@@ -97,6 +97,33 @@ class EventFramer:
         match = _BLANK_LINE.search(data, max(0, len(data) - _LONGEST_BOUNDARY))
         return match is not None and match.end() == len(data)
 
+    @property
+    def lf_only(self) -> bool:
+        """Whether every line ending so far is an LF (then a blank line is b"\\n\\n")."""
+        return not self._seen_cr
+
+    def complete_lf(self, data: bytes) -> tuple[bytes | None, int]:
+        """For a caller that frames LF-only ``data`` itself (``lf_only``, and no CR in it):
+        the held event, completed by the start of ``data``, and where in ``data`` the rest
+        begins; (None, len(data)) when ``data`` completes nothing (then it is held too)."""
+        if not self._buffer:
+            return None, 0
+        end = 1 if self._buffer.endswith(b"\n") and data.startswith(b"\n") else -1
+        if end < 0:
+            found = data.find(b"\n\n")
+            if found < 0:
+                self._buffer += data
+                return None, len(data)
+            end = found + 2
+        event = bytes(self._buffer) + data[:end]
+        self._buffer.clear()
+        return event, end
+
+    def hold(self, data: bytes) -> None:
+        """Hold ``data``, the start of an event in which no blank line ends (for a caller that
+        framed what came before it itself)."""
+        self._buffer += data
+
     def take_tail(self) -> bytes:
         """Remove and return the held bytes (an incomplete event)."""
         tail = bytes(self._buffer)

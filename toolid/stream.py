@@ -19,11 +19,12 @@ import logging
 from itertools import accumulate
 from typing import Final
 
-from toolid import body, decompress
+from toolid import body, decompress, locate, native, prune
 from toolid.body import Change, Direction, Edit, Policy, RewriteError
-from toolid.edit import shifted
+from toolid.decide import call_order, decide
+from toolid.edit import literal_of, shifted
 from toolid.occurrence import CallIds
-from toolid.positions import Api, Doc
+from toolid.positions import Api, Doc, Found
 from toolid.sse import EventFramer, Field, data_lines
 
 DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
@@ -108,6 +109,8 @@ class StreamRewriter:
             # Whole events, none of which can hold an id: the common case, at byte-search cost.
             self._at_start = False
             return data
+        if self._natively(data):
+            return self._frame_natively(data)
         # Encoding, an event in which the markers find nothing has nothing to change
         # (``body.may_change``): only the events around the hits are framed and looked at.
         # (Decoding, ``may_change`` looks for client ids, not markers: every event is.)
@@ -127,6 +130,69 @@ class StreamRewriter:
         if self._skipping or len(self._framer) > self.max_event_bytes:
             out.append(self._skip_oversized())
         return b"".join(out)
+
+    def _natively(self, data: bytes) -> bool:
+        """Whether the native parser may frame ``data`` and locate its ids (``event_ids``):
+        encoding a known API, past the stream's start, every line ending an LF so far and in
+        ``data``, no event it completes or holds larger than ``max_event_bytes``."""
+        return (
+            len(self._framer) + len(data) <= self.max_event_bytes
+            and self._encodes
+            and self._markers is not None
+            and native.extension is not None
+            and not self._at_start
+            and not self._skipping
+            and self._framer.lf_only
+            and b"\r" not in data
+        )
+
+    def _frame_natively(self, data: bytes) -> bytes:
+        """``_frame`` with the events located natively: the held event is completed and
+        rewritten as usual, then ``event_ids`` frames the rest and reports the ids of each
+        event with a marker (one "data: " line; any other goes to ``_event``), and the start
+        of an incomplete event is held. The same bytes and changes as ``_frame``."""
+        assert native.extension is not None and self._markers is not None and self.api
+        out: list[bytes] = []
+        event, start = self._framer.complete_lf(data)
+        if event is not None:
+            out.append(self._event(event))
+        if start < len(data):
+            rest = data[start:] if start else data
+            table = prune.TABLES[(self.api, Doc.EVENT)]
+            located = native.extension.event_ids(
+                rest, self._markers.words, self.max_event_bytes, table
+            )
+            end, events = located
+            edits: list[Edit] = []
+            batch: list[Found] = []  # the located ids of the events since the last other one
+            for event_start, event_end, ids in events:
+                if ids is None:  # an event the native parser does not vouch for
+                    self._decide(batch, edits)
+                    batch = []
+                    event = rest[event_start:event_end]
+                    rewritten = self._event(event)
+                    if rewritten is not event:
+                        edits.append(Edit(event_start, event_end, rewritten))
+                elif ids:
+                    batch.extend(call_order(locate.spanned(rest, ids, self.api, Doc.EVENT)))
+            self._decide(batch, edits)
+            out.append(body.apply(rest[:end] if end < len(rest) else rest, edits))
+            self._framer.hold(rest[end:])
+        if len(self._framer) > self.max_event_bytes:
+            out.append(self._skip_oversized())
+        return b"".join(out)
+
+    def _decide(self, batch: list[Found], edits: list[Edit]) -> None:
+        """The client ids of the located ids of several events (each event's in call order),
+        their changes recorded and their edits added to ``edits``."""
+        if not batch:
+            return
+        assert self.api is not None
+        changes, targets = decide(batch, self.api, self.policy, self.calls, in_call_order=True)
+        self.changes.extend(changes)
+        located = [Edit(start, end, literal_of(new)) for (start, end), new in targets.spans]
+        located.sort()
+        edits.extend(located)
 
     def _unmarked(self, run: bytes) -> bytes:
         """Whole events without a marker: forwarded as they are; only their size can matter."""
