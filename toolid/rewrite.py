@@ -64,7 +64,7 @@ def rewrite_request(
     content: bytes,
     *,
     path: str = "",
-    api: Api | None = None,
+    api: Api | str | None = None,
     rules: RuleSet | str | None = None,
     profile: codec.Profile = "safe",
 ) -> Rewritten:
@@ -75,7 +75,7 @@ def rewrite_request(
     then each position gets an id the destination accepts. The result's ``taken`` goes to
     ``rewrite_response`` / ``ResponseStream`` for the answer to this request.
     """
-    api = api or api_from_path(path)
+    api = _api(api, path)
     policy = _policy(Direction.DECODE, profile, _rule_set(rules))
     try:
         new, plan = body.rewrite(content, api, Doc.REQUEST, policy)
@@ -95,13 +95,13 @@ def rewrite_response(
     content: bytes,
     *,
     path: str = "",
-    api: Api | None = None,
+    api: Api | str | None = None,
     taken: Taken = NOTHING_TAKEN,
     profile: codec.Profile = "safe",
 ) -> Rewritten:
     """Give the tool calls of a buffered response body safe, reversible client ids
     (upstream to client). ``taken``: what the request's ``Rewritten.taken`` says."""
-    api = api or api_from_path(path)
+    api = _api(api, path)
     policy = _policy(Direction.ENCODE, profile)
     try:
         new, plan = body.rewrite(content, api, Doc.RESPONSE, policy, CallIds(profile, taken))
@@ -122,7 +122,7 @@ class ResponseStream:
         self,
         *,
         path: str = "",
-        api: Api | None = None,
+        api: Api | str | None = None,
         taken: Taken = NOTHING_TAKEN,
         profile: codec.Profile = "safe",
         content_encoding: str = "",
@@ -130,7 +130,7 @@ class ResponseStream:
     ) -> None:
         """Raises ValueError for a content-encoding it cannot decode."""
         self._rewriter = StreamRewriter(
-            api or api_from_path(path),
+            _api(api, path),
             _policy(Direction.ENCODE, profile),
             content_encoding=content_encoding,
             max_event_bytes=max_event_bytes,
@@ -169,6 +169,14 @@ def taken_ids(request: bytes, api: Api | None = None) -> Taken:
     """The client ids a request's history defines (read only when a candidate id is asked
     for and spelled in it): what ``rewrite_response`` takes to tag reused ids."""
     return Taken(request, api)
+
+
+def _api(api: Api | str | None, path: str) -> Api | None:
+    """The API given (by name too: "chat", "responses", "messages"), else the one ``path``
+    names. Raises ValueError for a name that is no API's."""
+    if api is None:
+        return api_from_path(path)
+    return Api(api)
 
 
 def _rule_set(value: RuleSet | str | None) -> RuleSet | None:
