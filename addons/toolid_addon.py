@@ -36,14 +36,24 @@ if importlib.util.find_spec("toolid_view") is None:
 from toolid_view import ToolIdView, api_of
 
 import toolid
-from toolid import PROFILES, Change, annotate, codec, report, rules, scope, trace
-from toolid.apis import api_from_path
-from toolid.codec import Profile
-from toolid.occurrence import NOTHING_TAKEN, Taken
-from toolid.rewrite import Rewritten
-from toolid.stream import DEFAULT_MAX_EVENT_BYTES
+from toolid import (
+    DEFAULT_MAX_EVENT_BYTES,
+    PROFILES,
+    Change,
+    Profile,
+    Rewritten,
+    Taken,
+    annotate,
+    api_from_path,
+    codec,
+    report,
+    rules,
+    scope,
+    trace,
+)
 
 logger = logging.getLogger(__name__)
+_NOTHING_TAKEN = Taken()  # a flow whose request history was not read
 
 MODES = ("rewrite", "observe")
 MARK_CHANGED = ":wrench:"
@@ -292,7 +302,7 @@ class ToolId:
     def _rewrite_response(self, flow: http.HTTPFlow, response: http.Response) -> None:
         content = self._json_body(flow, response, "response")
         if content is not None:
-            taken = self._taken.pop(flow, NOTHING_TAKEN)
+            taken = self._taken.pop(flow, _NOTHING_TAKEN)
             result = toolid.rewrite_response(
                 content, api=api_of(flow), taken=taken, profile=self.profile
             )
@@ -328,7 +338,7 @@ class ToolId:
     def _start_stream(self, flow: http.HTTPFlow, response: http.Response) -> None:
         stream = toolid.ResponseStream(
             api=api_of(flow),
-            taken=self._taken.pop(flow, NOTHING_TAKEN),
+            taken=self._taken.pop(flow, _NOTHING_TAKEN),
             profile=self.profile,
             content_encoding=response.headers.get("content-encoding", ""),
             max_event_bytes=self.max_event_bytes,
