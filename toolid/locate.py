@@ -165,10 +165,11 @@ def _event_ids(
         if not _PLAIN_ID.fullmatch(one.value):
             return None
         literal = b'"' + one.value.encode("ascii") + b'"'
-        hits = [hit for hit in _occurrences(document, literal) if not _escaped(document, hit)]
-        if len(hits) != 1:
+        hit = document.find(literal)
+        # one plain spelling, not inside a string: then it is the id's own literal
+        if document.count(literal) != 1 or _escaped(document, hit):
             return None
-        span = (at + hits[0], at + hits[0] + len(literal))
+        span = (at + hit, at + hit + len(literal))
         spans.append(tuple.__new__(Found, (*one[:-1], span)))  # one with its span
     return spans
 
