@@ -174,6 +174,9 @@ def _event_ids(
     return spans
 
 
+# The holder of an id whose object has no "type": the rules read it; nothing writes to the
+# holders of located ids (only the full parse's are verified by writing to them).
+_NO_TYPE: Final[dict[str, Any]] = {}
 _DATA: Final = b"data: "
 _EVENT: Final = Doc.EVENT
 
@@ -189,7 +192,7 @@ def spanned(source: bytes, located: list[Spanned], api: Api, doc: Doc, at: int =
         position = entries[slot]
         # The parser vouches only for literals without escapes, in valid UTF-8.
         value = source[start + 1 : end - 1].decode()
-        holder = {TYPE: holder_type} if holder_type is not None else {}
+        holder = {TYPE: holder_type} if holder_type is not None else _NO_TYPE
         span = (start - at, end - at)
         row = (holder, position.key, value, path, position.role, call, position.kind, span)
         found.append(make(Found, row))

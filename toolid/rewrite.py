@@ -49,11 +49,12 @@ class Rewritten:
         """Whether a request says ``"stream": true`` (its response will be an event stream)."""
         if isinstance(self._document, dict):
             return self._document.get("stream") is True
-        at = self.body.find(b'"stream"')
+        # From the end: clients put the member after the history, which is most of the body.
+        at = self.body.rfind(b'"stream"')
         while at >= 0:
             if _STREAM_TRUE.match(self.body, at + 8):
                 return True
-            at = self.body.find(b'"stream"', at + 8)
+            at = self.body.rfind(b'"stream"', 0, at)
         return False
 
 
