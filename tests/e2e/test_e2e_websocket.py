@@ -97,7 +97,6 @@ class Client:
                 return events
 
 
-
 def id_positions(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """(position, id) for every id position of a response's events."""
     found = []
