@@ -28,10 +28,12 @@ import asyncio
 import contextlib
 import itertools
 import json
+import ssl
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any, Self
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -40,6 +42,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from .reuse_upstream import _Call, responses_stream
+from .upstream import make_self_signed_cert
 
 FINAL_TEXT = "Done: the command printed hello."
 ERROR_NOT_FOUND = "No tool call found for function call output with call_id {!r}."
@@ -89,8 +92,11 @@ class ResponsesWsUpstream:
         turns: int = 2,
         arguments: str = '{"cmd": "echo hello"}',
         name: str = "exec_command",
+        tls_dir: Path | None = None,
     ) -> None:
+        """``tls_dir``: serve wss:// with a self-signed certificate for 127.0.0.1 made there."""
         self.ids = list(ids)
+        self.tls_dir = tls_dir
         self.item_ids = list(item_ids) if item_ids is not None else None
         self.turns = turns
         self.arguments = arguments
@@ -110,11 +116,11 @@ class ResponsesWsUpstream:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{'https' if self.tls_dir else 'http'}://127.0.0.1:{self.port}/v1"
 
     @property
     def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/v1/responses"
+        return f"{'wss' if self.tls_dir else 'ws'}://127.0.0.1:{self.port}/v1/responses"
 
     def start(self) -> Self:
         self._thread = threading.Thread(target=self._run, name="responses-ws", daemon=True)
@@ -140,8 +146,13 @@ class ResponsesWsUpstream:
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
+        context = None
+        if self.tls_dir is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.tls_dir.mkdir(parents=True, exist_ok=True)
+            context.load_cert_chain(*make_self_signed_cert(self.tls_dir))
         async with serve(
-            self._handler, "127.0.0.1", 0, process_request=self._process_request
+            self._handler, "127.0.0.1", 0, process_request=self._process_request, ssl=context
         ) as server:
             self._server = server
             self.port = next(iter(server.sockets)).getsockname()[1]

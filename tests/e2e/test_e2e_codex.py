@@ -100,9 +100,18 @@ class Run:
         )
 
 
-def run_codex(codex: Path, provider: str, base_url: str, tmp_path: Path) -> Run:
+def run_codex(
+    codex: Path,
+    provider: str,
+    base_url: str,
+    tmp_path: Path,
+    *,
+    https_proxy: str | None = None,
+    ca_cert: Path | None = None,
+) -> Run:
     """``codex exec --json`` in a temp HOME / CODEX_HOME and working directory, stdin from
-    /dev/null, every other destination sent to a closed port, killed after RUN_TIMEOUT."""
+    /dev/null, killed after RUN_TIMEOUT. Every other destination is sent to a closed port,
+    or, given ``https_proxy``, everything goes through that proxy (trusting ``ca_cert``)."""
     home, work = tmp_path / "home", tmp_path / "work"
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True)
@@ -115,10 +124,13 @@ def run_codex(codex: Path, provider: str, base_url: str, tmp_path: Path) -> Run:
         "CODEX_HOME": str(codex_home),
         "STANDIN_KEY": "sk-e2e",
         "OPENAI_API_KEY": "sk-e2e",
-        "HTTPS_PROXY": closed,
-        "HTTP_PROXY": closed,
-        "NO_PROXY": "127.0.0.1,localhost,::1",
+        "HTTPS_PROXY": https_proxy or closed,
+        "HTTP_PROXY": https_proxy or closed,
     }
+    if https_proxy is None:
+        env["NO_PROXY"] = "127.0.0.1,localhost,::1"
+    if ca_cert is not None:
+        env["CODEX_CA_CERTIFICATE"] = str(ca_cert)
     cmd = [
         str(codex),
         "exec",
@@ -223,3 +235,18 @@ def test_refused_websocket_falls_back_to_http(
     assert run.rollout_ids("function_call") == expected, run.summary()
     assert len(reqs) == TURNS + 1 and all(r.method == "POST" for r in reqs)
     assert run.seconds < 20, run.summary()
+
+
+def test_through_toolid_as_an_https_proxy(codex: Path, mitm: MitmdumpPool, tmp_path: Path) -> None:
+    """The built-in provider at an https:// base URL with ``HTTPS_PROXY`` at a regular-mode
+    mitmdump and ``CODEX_CA_CERTIFICATE`` at its CA: wss:// through the proxy, rewritten."""
+    with ResponsesWsUpstream(ids=[KIMI], turns=TURNS, tls_dir=tmp_path / "tls") as up:
+        proxy = mitm.get()
+        run = run_codex(
+            codex, "builtin", up.base_url, tmp_path, https_proxy=proxy.url, ca_cert=proxy.ca_cert
+        )
+        got = sent_call_ids(up, 0)
+    expected = [codec.encode(KIMI, "safe", k) for k in range(1, TURNS + 1)]
+    assert run.returncode == 0 and run.final_text() == FINAL_TEXT, run.summary()
+    assert run.rollout_ids("function_call") == expected, run.summary()
+    assert got == [KIMI] * TURNS and not up.http_requests and not up.violations
