@@ -685,7 +685,15 @@ def exchange(flow: mflow.Flow) -> trace.Exchange | None:
         api_of(flow),
         record if isinstance(record, dict) else {},
         _Bodies(flow),
+        _messages(flow),
     )
+
+
+def _messages(flow: http.HTTPFlow) -> list[tuple[bool, bytes | None]]:
+    """A WebSocket flow's messages as ``trace.Exchange`` takes them (binary ones as None)."""
+    if flow.websocket is None:
+        return []
+    return [(m.from_client, m.content if m.is_text else None) for m in flow.websocket.messages]
 
 
 class _Bodies(Mapping[annotate.Side, tuple[bytes | None, str | None]]):

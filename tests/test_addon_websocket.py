@@ -11,13 +11,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from mitmproxy import http
+from mitmproxy import contentviews, http
+from mitmproxy import io as mitmproxy_io
 from mitmproxy.test import taddons, tflow
 from mitmproxy.websocket import WebSocketMessage
+from toolid_view import ToolIdView
 from wsproto.frame_protocol import Opcode
 
-from addons.toolid_addon import MARK_CHANGED, MARK_PROBLEM, ToolId
+from addons.toolid_addon import MARK_CHANGED, MARK_PROBLEM, ToolId, trace_lines
 from tests.test_websocket import KIMI, KIMI_1, KIMI_2, USER, create, output, response_events
+from toolid.cli import main
 
 RESPONSES_UPGRADE = {
     "upgrade": "websocket",
@@ -215,3 +218,82 @@ def test_an_unexpected_error_never_escapes(addon, monkeypatch, caplog):
     (event,) = response_events([KIMI])[1:2]
     assert send(toolid, flow, event, from_client=False).content is event
     assert flow.marked == MARK_PROBLEM and "boom" in caplog.text
+
+
+# --- the contentview, toolid.trace and toolid inspect on WebSocket messages ------------------
+
+
+def two_turns(toolid: ToolId) -> http.HTTPFlow:
+    flow = ws_flow(toolid)
+    turn(toolid, flow, create([USER]), KIMI, "resp_1")
+    turn(toolid, flow, create([output(KIMI_1)], "resp_1"), KIMI, "resp_2")
+    send(toolid, flow, create([output(KIMI_2)], "resp_2"), from_client=True)
+    toolid.websocket_end(flow)
+    return flow
+
+
+def test_the_contentview_annotates_websocket_messages(addon):
+    toolid, _ = addon
+    flow = two_turns(toolid)
+    assert flow.websocket is not None
+    messages = flow.websocket.messages
+    added = messages[9]  # message 10: the second response's output_item.added
+    result = contentviews.prettify_message(added, flow)
+    assert result.view_name == "toolid"
+    assert result.text.splitlines()[0].startswith("# toolid on this message: 2 encoded")
+    assert "OpenAI Responses WebSocket message from the server" in result.text
+    assert f'"call_id": "{KIMI_2}",  # ⟵ 2nd use of {KIMI}' in result.text
+    request = contentviews.prettify_message(messages[-1], flow)  # restored: the raw id
+    assert "WebSocket message from the client" in request.text
+    assert f'"call_id": "{KIMI}",  # ⚠ not [A-Za-z0-9_-]+' in request.text
+    assert "# toolid on this message: 1 restored" in request.text
+    binary = WebSocketMessage(Opcode.BINARY, False, b"\x00{}")
+    assert ToolIdView().render_priority(b"\x00{}", _metadata(flow, binary)) == -1
+    text = WebSocketMessage(Opcode.TEXT, False, b"hello")
+    assert ToolIdView().render_priority(b"hello", _metadata(flow, text)) == -1
+
+
+def _metadata(flow: http.HTTPFlow, message: WebSocketMessage) -> contentviews.Metadata:
+    return contentviews.Metadata(flow=flow, websocket_message=message)
+
+
+def test_trace_follows_an_id_through_websocket_messages(addon):
+    toolid, _ = addon
+    flow = two_turns(toolid)
+    lines = trace_lines(KIMI_2, [flow])
+    assert lines == [
+        "#1 GET /v1/responses request message 15 input[0].call_id (replayed, restored)",
+        "#1 GET /v1/responses response message 10 item.call_id (created, encoded)",
+        "#1 GET /v1/responses response message 13 item.call_id (created, encoded)",
+        "#1 GET /v1/responses response message 14 response.output[0].call_id (created, encoded)",
+    ]
+    flow.metadata.clear()  # without records: read from the stored messages
+    found = trace_lines("fc_0", [flow])
+    assert "#1 GET /v1/responses response message 3 item.id (created)" in found
+    assert "#1 GET /v1/responses response message 4 item_id (created)" in found
+
+
+def test_inspect_reads_websocket_messages_from_a_flow_file(addon, tmp_path, capsys):
+    toolid, _ = addon
+    flow = ws_flow(toolid)
+    tctx_messages = [  # what a capture without toolid holds: the raw id, every turn
+        (create([USER]), True),
+        *((event, False) for event in response_events([KIMI], "resp_1")),
+        (create([output(KIMI)], "resp_1"), True),
+        *((event, False) for event in response_events([KIMI], "resp_2")),
+    ]
+    assert flow.websocket is not None
+    for content, from_client in tctx_messages:
+        flow.websocket.messages.append(WebSocketMessage(Opcode.TEXT, from_client, content))
+    flow.live = False
+    path = tmp_path / "ws.flows"
+    with path.open("wb") as file:
+        mitmproxy_io.FlowWriter(file).add(flow)
+    status = main(["inspect", "--json", str(path)])
+    out = capsys.readouterr().out
+    rows = json.loads(out) if out.startswith("[") else [json.loads(x) for x in out.splitlines()]
+    assert status == 1  # not [A-Za-z0-9_-]+
+    calls = [r for r in rows if r["path"].endswith("call_id") and "server" in r["where"]]
+    assert {r["client"] for r in calls if "message 3 " in r["where"]} == {KIMI_1}
+    assert {r["client"] for r in calls if "message 10 " in r["where"]} == {KIMI_2}
+    assert any("message 8 (client)" in r["where"] for r in rows)
