@@ -367,7 +367,7 @@ class ToolId:
         stats["responses"] = connection.responses
         if result.changes:
             self._note_message(flow, side, result.changes, number)
-            socket.pending.extend(report.as_records(result.changes))
+            socket.note(result.changes)
             if not self.observe and result.changed:
                 message.content = result.body
         if not message.from_client and connection.ended:
@@ -386,11 +386,14 @@ class ToolId:
     def _end_response(self, flow: http.HTTPFlow, socket: _Socket) -> None:
         """A response on the connection ended (or the connection did): its log line, and the
         flow's comment brought up to date."""
-        records, socket.pending = socket.pending, []
+        records, omitted = socket.pending, socket.omitted
         if not records:
             return
+        socket.pending, socket.omitted = [], 0
         self._comment(flow)
         summary = report.summary(records, self.observe)
+        if omitted:
+            summary += f" (+{omitted} more)"
         label = "toolid (observe)" if self.observe else "toolid"
         where = f"WebSocket response {socket.connection.responses}"
         self._log_change(f"{label}: {summary}", _where(flow), where)
@@ -634,11 +637,18 @@ def _change_line(comment: str, where: _Where, detail: str = "") -> str:
 class _Socket:
     """What toolid holds for one open Responses WebSocket."""
 
-    __slots__ = ("connection", "pending")
+    __slots__ = ("connection", "omitted", "pending")
 
     def __init__(self, connection: toolid.ResponsesConnection) -> None:
         self.connection = connection
-        self.pending: list[dict[str, Any]] = []  # the current response's records, to log
+        # The current response's records, for its log line (at most MAX_RECORDS, then counted)
+        self.pending: list[dict[str, Any]] = []
+        self.omitted = 0
+
+    def note(self, changes: Sequence[Change]) -> None:
+        room = max(0, MAX_RECORDS - len(self.pending))
+        self.pending.extend(report.as_records(changes[:room]))
+        self.omitted += max(0, len(changes) - room)
 
 
 def _responses_upgrade(request: http.Request) -> bool:

@@ -297,3 +297,14 @@ def test_inspect_reads_websocket_messages_from_a_flow_file(addon, tmp_path, caps
     assert {r["client"] for r in calls if "message 3 " in r["where"]} == {KIMI_1}
     assert {r["client"] for r in calls if "message 10 " in r["where"]} == {KIMI_2}
     assert any("message 8 (client)" in r["where"] for r in rows)
+
+
+def test_a_responses_log_line_is_bounded(addon, caplog, monkeypatch):
+    toolid, _ = addon
+    monkeypatch.setattr("addons.toolid_addon.MAX_RECORDS", 2)
+    caplog.set_level(logging.INFO)
+    flow = ws_flow(toolid)
+    turn(toolid, flow, create([USER]), KIMI, "resp_1")  # 3 changes: 2 kept, 1 counted
+    (line,) = [r.getMessage() for r in caplog.records if "WebSocket response" in r.getMessage()]
+    assert "2 encoded" in line and "(+1 more)" in line
+    assert len(flow.metadata["toolid"]["response"]) == 2
