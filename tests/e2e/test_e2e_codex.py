@@ -53,7 +53,7 @@ def codex() -> Path:
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[ResponsesWsUpstream]:
+def ws_upstream() -> Iterator[ResponsesWsUpstream]:
     with ResponsesWsUpstream(ids=[KIMI], turns=TURNS) as up:
         yield up
 
@@ -187,36 +187,36 @@ def sent_call_ids(up: ResponsesWsUpstream, before: int) -> list[str]:
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_through_toolid_codex_gets_safe_tagged_ids_over_websocket(
-    codex: Path, upstream: ResponsesWsUpstream, mitm: MitmdumpPool, tmp_path: Path, provider: str
+    codex: Path, ws_upstream: ResponsesWsUpstream, mitm: MitmdumpPool, tmp_path: Path, provider: str
 ) -> None:
-    proxy = mitm.get(mode=f"reverse:http://127.0.0.1:{upstream.port}")
-    before, http_before = len(upstream.connections), len(upstream.http_requests)
+    proxy = mitm.get(mode=f"reverse:http://127.0.0.1:{ws_upstream.port}")
+    before, http_before = len(ws_upstream.connections), len(ws_upstream.http_requests)
     run = run_codex(codex, provider, proxy.url + "/v1", tmp_path)
     assert run.returncode == 0 and run.final_text() == FINAL_TEXT, run.summary()
-    assert upstream.http_requests[http_before:] == [], "Codex fell back to HTTP"
-    conns = upstream.connections[before:]
+    assert ws_upstream.http_requests[http_before:] == [], "Codex fell back to HTTP"
+    conns = ws_upstream.connections[before:]
     assert conns and all(c.headers.get("openai-beta") == BETA for c in conns)
     expected = [codec.encode(KIMI, "safe", k) for k in range(1, TURNS + 1)]
     assert run.rollout_ids("function_call") == expected, run.summary()
     assert run.rollout_ids("function_call_output") == expected, run.summary()
     # the stand-in got its own id back in each output, and nothing it did not emit
-    assert sent_call_ids(upstream, before) == [KIMI] * TURNS
-    assert not upstream.violations, upstream.violations
+    assert sent_call_ids(ws_upstream, before) == [KIMI] * TURNS
+    assert not ws_upstream.violations, ws_upstream.violations
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_without_toolid_the_raw_id_reaches_codexs_rollout(
-    codex: Path, upstream: ResponsesWsUpstream, mitm: MitmdumpPool, tmp_path: Path, provider: str
+    codex: Path, ws_upstream: ResponsesWsUpstream, mitm: MitmdumpPool, tmp_path: Path, provider: str
 ) -> None:
     """``toolid_websocket=pass``: Codex stores the raw id, which strict APIs reject, for
     both calls: two calls, one identity, in the session it replays on resume."""
-    proxy = mitm.get(mode=f"reverse:http://127.0.0.1:{upstream.port}", toolid_websocket="pass")
-    before = len(upstream.connections)
+    proxy = mitm.get(mode=f"reverse:http://127.0.0.1:{ws_upstream.port}", toolid_websocket="pass")
+    before = len(ws_upstream.connections)
     run = run_codex(codex, provider, proxy.url + "/v1", tmp_path)
     assert run.returncode == 0, run.summary()
     assert run.rollout_ids("function_call") == [KIMI] * TURNS, run.summary()
     assert not codec.is_strict_safe(KIMI)
-    assert len(upstream.connections) > before
+    assert len(ws_upstream.connections) > before
 
 
 def test_refused_websocket_falls_back_to_http(

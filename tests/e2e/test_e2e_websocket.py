@@ -43,20 +43,22 @@ def client_id(raw: str, turn: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[ResponsesWsUpstream]:
+def ws_upstream() -> Iterator[ResponsesWsUpstream]:
     with ResponsesWsUpstream(ids=[KIMI], item_ids=[ITEM], turns=TURNS) as up:
         yield up
     assert not [v for v in up.violations if "not JSON" not in v], up.violations
 
 
 @pytest.fixture(params=["reverse", "regular"])
-def way(request: pytest.FixtureRequest, mitm: MitmdumpPool, upstream: ResponsesWsUpstream) -> Any:
+def way(
+    request: pytest.FixtureRequest, mitm: MitmdumpPool, ws_upstream: ResponsesWsUpstream
+) -> Any:
     """(proxy, the URL the client connects to, the proxy argument of the client)."""
     if request.param == "reverse":
-        proxy = mitm.get(mode=f"reverse:http://127.0.0.1:{upstream.port}")
+        proxy = mitm.get(mode=f"reverse:http://127.0.0.1:{ws_upstream.port}")
         return proxy, proxy.url.replace("http://", "ws://") + "/v1/responses", None
     proxy = mitm.get()
-    return proxy, upstream.ws_url, proxy.url
+    return proxy, ws_upstream.ws_url, proxy.url
 
 
 class Client:
@@ -157,15 +159,15 @@ def check_bytes(client: Client, conn: Connection) -> None:
 
 @pytest.mark.parametrize("full", [False, True], ids=["previous_response_id", "full-history"])
 def test_ids_are_encoded_tagged_and_restored_on_one_connection(
-    way: tuple[Mitmdump, str, str | None], upstream: ResponsesWsUpstream, full: bool
+    way: tuple[Mitmdump, str, str | None], ws_upstream: ResponsesWsUpstream, full: bool
 ) -> None:
     proxy, url, via = way
-    before = len(upstream.connections)
+    before = len(ws_upstream.connections)
     with Client(url, via) as client:
         assert "permessage-deflate" in client.ws.response.headers["Sec-WebSocket-Extensions"]
         seen = tool_loop(client, full=full)
     assert seen == [{client_id(KIMI, t), client_id(ITEM, t)} for t in range(TURNS)]
-    (conn,) = upstream.connections[before:]
+    (conn,) = ws_upstream.connections[before:]
     assert conn.headers["openai-beta"] == BETA["OpenAI-Beta"]
     for request in conn.requests():  # the stand-in got only its own ids back
         for item in request["input"]:
@@ -178,39 +180,39 @@ def test_ids_are_encoded_tagged_and_restored_on_one_connection(
 
 
 def test_without_toolid_the_client_gets_one_raw_id_for_every_turn(
-    mitm: MitmdumpPool, upstream: ResponsesWsUpstream
+    mitm: MitmdumpPool, ws_upstream: ResponsesWsUpstream
 ) -> None:
     """``toolid_websocket=pass``: every message passes as it is, and what a client gets is
     what breaks it: ids no strict client accepts, and one id for the calls of all turns."""
-    proxy = mitm.get(mode=f"reverse:http://127.0.0.1:{upstream.port}", toolid_websocket="pass")
-    before = len(upstream.connections)
+    proxy = mitm.get(mode=f"reverse:http://127.0.0.1:{ws_upstream.port}", toolid_websocket="pass")
+    before = len(ws_upstream.connections)
     with Client(proxy.url.replace("http://", "ws://") + "/v1/responses", None) as client:
         seen = tool_loop(client, full=False)
     assert seen == [{KIMI, ITEM}] * TURNS  # three calls, one identity
     assert not codec.is_strict_safe(KIMI)
-    (conn,) = upstream.connections[before:]
+    (conn,) = ws_upstream.connections[before:]
     assert [m.text for m in conn.messages if not m.from_client] == client.received
     assert [m.text for m in conn.messages if m.from_client] == client.sent
 
 
 def test_refuse_answers_the_upgrade_with_426(
-    mitm: MitmdumpPool, upstream: ResponsesWsUpstream
+    mitm: MitmdumpPool, ws_upstream: ResponsesWsUpstream
 ) -> None:
-    proxy = mitm.get(mode=f"reverse:http://127.0.0.1:{upstream.port}", toolid_websocket="refuse")
-    before = len(upstream.connections)
+    proxy = mitm.get(mode=f"reverse:http://127.0.0.1:{ws_upstream.port}", toolid_websocket="refuse")
+    before = len(ws_upstream.connections)
     with pytest.raises(InvalidStatus) as refused:
         Client(proxy.url.replace("http://", "ws://") + "/v1/responses", None)
     assert refused.value.response.status_code == 426
-    assert len(upstream.connections) == before  # never reached the upstream
+    assert len(ws_upstream.connections) == before  # never reached the upstream
 
 
 def test_messages_that_are_not_responses_json_pass_unchanged(
-    way: tuple[Mitmdump, str, str | None], upstream: ResponsesWsUpstream
+    way: tuple[Mitmdump, str, str | None], ws_upstream: ResponsesWsUpstream
 ) -> None:
     """Non-JSON text (even one spelling a client id: reported, not touched) and an error
     event pass as they are; the connection goes on."""
     proxy, url, via = way
-    before = len(upstream.connections)
+    before = len(ws_upstream.connections)
     mark = proxy.mark()
     with Client(url, via) as client:
         odd = f"not json {client_id(KIMI, 1)}"
@@ -218,7 +220,7 @@ def test_messages_that_are_not_responses_json_pass_unchanged(
         assert error["type"] == "error"
         events = client.create([USER])
         assert events[-1]["type"] == "response.completed"
-    (conn,) = upstream.connections[before:]
+    (conn,) = ws_upstream.connections[before:]
     assert conn.messages[0].text == odd
     check_bytes(client, conn)
     assert "request left unchanged" in proxy.wait_for_log("toolid", mark)
