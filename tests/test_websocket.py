@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import toolid
 from toolid import codec
@@ -320,3 +322,41 @@ def test_taken_union() -> None:
     assert Taken.union([Taken.of(()), lazy]) is lazy
     assert Taken.union([Taken.of({"a"}), Taken.of({"b"})]).known() == {"a", "b"}
     assert Taken.union([Taken.of({"a"}), Taken(request, Api.RESPONSES)]).known() is None
+
+
+# --- arbitrary messages ----------------------------------------------------------------------
+
+MESSAGE = st.one_of(
+    st.binary(max_size=200),
+    st.sampled_from([*response_events([KIMI, "call_0"]), create([USER]), create([output(KIMI_1)])]),
+    st.builds(
+        lambda frame, cut: frame[:cut],
+        st.sampled_from([*response_events([KIMI]), create([output(KIMI_2)])]),
+        st.integers(0, 300),
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), MESSAGE), max_size=20))
+def test_arbitrary_messages_never_raise_and_change_only_id_literals(
+    messages: list[tuple[bool, bytes]],
+) -> None:
+    connection = toolid.ResponsesConnection()
+    for from_client, content in messages:
+        if from_client:
+            result = connection.client_message(content)
+        else:
+            result = connection.server_message(content)
+        if not result.changed:
+            assert result.body == content
+            continue
+        assert not result.problems
+        expected = content
+        for change in result.changes:
+            assert codec.decode(change.client) == change.raw
+            old, new = json.dumps(change.client), json.dumps(change.raw)
+            if not from_client:
+                old, new = new, old
+            expected = expected.replace(old.encode(), new.encode())
+        assert result.body == expected  # only the id literals changed
