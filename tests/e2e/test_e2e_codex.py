@@ -250,3 +250,19 @@ def test_through_toolid_as_an_https_proxy(codex: Path, mitm: MitmdumpPool, tmp_p
     assert run.returncode == 0 and run.final_text() == FINAL_TEXT, run.summary()
     assert run.rollout_ids("function_call") == expected, run.summary()
     assert got == [KIMI] * TURNS and not up.http_requests and not up.violations
+
+
+def test_parallel_calls_with_one_id_get_one_client_id_each(
+    codex: Path, mitm: MitmdumpPool, tmp_path: Path
+) -> None:
+    """Two parallel calls with one raw id in one response: Codex gets ``…`` and ``…-_2``, and
+    both outputs reach the stand-in with its own id."""
+    with ResponsesWsUpstream(ids=[KIMI, KIMI], turns=1) as up:
+        proxy = mitm.get(mode=f"reverse:http://127.0.0.1:{up.port}")
+        run = run_codex(codex, "custom", proxy.url + "/v1", tmp_path)
+        got = sent_call_ids(up, 0)
+    expected = [codec.encode(KIMI, "safe", k) for k in (1, 2)]
+    assert run.returncode == 0 and run.final_text() == FINAL_TEXT, run.summary()
+    assert run.rollout_ids("function_call") == expected, run.summary()
+    assert sorted(run.rollout_ids("function_call_output")) == expected, run.summary()
+    assert got == [KIMI, KIMI] and not up.violations and not up.http_requests
