@@ -108,10 +108,12 @@ def run_codex(
     *,
     https_proxy: str | None = None,
     ca_cert: Path | None = None,
+    ca_variable: str = "CODEX_CA_CERTIFICATE",
 ) -> Run:
     """``codex exec --json`` in a temp HOME / CODEX_HOME and working directory, stdin from
     /dev/null, killed after RUN_TIMEOUT. Every other destination is sent to a closed port,
-    or, given ``https_proxy``, everything goes through that proxy (trusting ``ca_cert``)."""
+    or, given ``https_proxy``, everything goes through that proxy (trusting ``ca_cert``, named
+    by ``ca_variable``)."""
     home, work = tmp_path / "home", tmp_path / "work"
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True)
@@ -130,7 +132,7 @@ def run_codex(
     if https_proxy is None:
         env["NO_PROXY"] = "127.0.0.1,localhost,::1"
     if ca_cert is not None:
-        env["CODEX_CA_CERTIFICATE"] = str(ca_cert)
+        env[ca_variable] = str(ca_cert)
     cmd = [
         str(codex),
         "exec",
@@ -237,14 +239,24 @@ def test_refused_websocket_falls_back_to_http(
     assert run.seconds < 20, run.summary()
 
 
-def test_through_toolid_as_an_https_proxy(codex: Path, mitm: MitmdumpPool, tmp_path: Path) -> None:
+@pytest.mark.parametrize("ca_variable", ["CODEX_CA_CERTIFICATE", "SSL_CERT_FILE"])
+def test_through_toolid_as_an_https_proxy(
+    codex: Path, mitm: MitmdumpPool, tmp_path: Path, ca_variable: str
+) -> None:
     """The built-in provider at an https:// base URL with ``HTTPS_PROXY`` at a regular-mode
-    mitmdump and ``CODEX_CA_CERTIFICATE`` at its CA: wss:// through the proxy, rewritten."""
+    mitmdump and ``CODEX_CA_CERTIFICATE`` (or ``SSL_CERT_FILE``) at its CA: wss:// through the
+    proxy, rewritten."""
     with ResponsesWsUpstream(ids=[KIMI], turns=TURNS, tls_dir=tmp_path / "tls") as up:
         # Codex's own services (github.com, chatgpt.com) never reach the network from here.
         proxy = mitm.get(connection_strategy="lazy", block_list="/!~d 127.0.0.1/444")
         run = run_codex(
-            codex, "builtin", up.base_url, tmp_path, https_proxy=proxy.url, ca_cert=proxy.ca_cert
+            codex,
+            "builtin",
+            up.base_url,
+            tmp_path,
+            https_proxy=proxy.url,
+            ca_cert=proxy.ca_cert,
+            ca_variable=ca_variable,
         )
         got = sent_call_ids(up, 0)
     expected = [codec.encode(KIMI, "safe", k) for k in range(1, TURNS + 1)]
