@@ -6,6 +6,7 @@ bytes back with what changed.
 - ``rewrite_request``: restore the upstream's own ids in a request body;
 - ``rewrite_response``: give a buffered response's tool calls safe client ids;
 - ``ResponseStream``: the same for an event stream fed in pieces;
+- ``ResponsesConnection``: both ways, message by message, on one Responses WebSocket;
 - ``encode`` / ``decode``: wire format v1 for one id (docs/wire-format.md);
 - ``Taken``, ``Rewritten``, ``Change``, ``RULE_SETS``, ``api_from_path``: what those take
   and give.
@@ -22,6 +23,7 @@ from toolid.positions import Api
 from toolid.rewrite import ResponseStream, Rewritten, rewrite_request, rewrite_response, taken_ids
 from toolid.rules import RULE_SETS, RuleSet
 from toolid.stream import DEFAULT_MAX_EVENT_BYTES
+from toolid.websocket import ResponsesConnection
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
@@ -31,6 +33,7 @@ __all__ = [
     "Change",
     "Profile",
     "ResponseStream",
+    "ResponsesConnection",
     "Rewritten",
     "RuleSet",
     "Taken",
