@@ -36,7 +36,7 @@ if importlib.util.find_spec("toolid_view") is None:
 from toolid_view import ToolIdView, api_of
 
 import toolid
-from toolid import PROFILES, Change, annotate, codec, report, rules, scope, trace
+from toolid import PROFILES, Change, annotate, codec, report, rules, scope, signing, trace
 from toolid.apis import api_from_path
 from toolid.codec import Profile
 from toolid.occurrence import NOTHING_TAKEN, Taken
@@ -48,6 +48,9 @@ logger = logging.getLogger(__name__)
 MODES = ("rewrite", "observe")
 MARK_CHANGED = ":wrench:"
 MARK_PROBLEM = ":warning:"
+# A signed request (and its response), passed byte for byte on purpose: not a change, and not
+# a problem of the flow, so neither of the marks above.
+MARK_SIGNED = ":lock:"
 MAX_RECORDS = 1000  # change records kept per flow side: memory stays bounded on endless streams
 DRAIN_EVERY = 256  # a stream's changes are recorded in batches of this many, and at its end
 LOG_EVERY = 0.25  # seconds: change lines are logged together at most this often
@@ -231,6 +234,8 @@ class ToolId:
     def request(self, flow: http.HTTPFlow) -> None:
         if flow.response or flow.error or not flow.live or not self._in_scope(flow):
             return
+        if self._leave_signed(flow):
+            return
         try:
             self._rewrite_request(flow)
         except Exception as exc:
@@ -239,6 +244,9 @@ class ToolId:
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         response = flow.response
         if response is None or not flow.live or not self._in_scope(flow):
+            return
+        if _signed(flow):
+            self._pass_signed_stream(response)
             return
         if not response.headers.get("content-type", "").lower().startswith("text/event-stream"):
             return
@@ -251,7 +259,7 @@ class ToolId:
             self._record(flow)["streamed"] = True
 
     def response(self, flow: http.HTTPFlow) -> None:
-        if flow.response is None or not flow.live or not self._in_scope(flow):
+        if flow.response is None or not flow.live or not self._in_scope(flow) or _signed(flow):
             return
         try:
             if not flow.response.stream:
@@ -379,6 +387,36 @@ class ToolId:
 
         return function
 
+    # --- signed requests: never a byte changed ----------------------------------------------
+
+    def _leave_signed(self, flow: http.HTTPFlow) -> bool:
+        """Whether the request is signed over its bytes (``toolid.signing``); then it and its
+        response pass byte for byte (not even accept-encoding changes: SigV4 signs it), and
+        the flow is recorded, marked and logged once as such. The signature's value is never
+        recorded or logged, only its scheme."""
+        request = flow.request
+        scheme = signing.signature_of(request.headers.items(multi=True), request.path)
+        if scheme is None:
+            return False
+        message = f"signed request ({scheme}): ids left as they are"
+        record = self._record(flow)
+        record["signed"] = scheme
+        api = api_from_path(request.path)
+        if api is not None:
+            record["api"] = api.value
+        flow.marked = MARK_SIGNED
+        flow.comment = f"toolid: {message}"
+        self._log_change(flow.comment, _where(flow))
+        return True
+
+    @staticmethod
+    def _pass_signed_stream(response: http.Response) -> None:
+        """A signed flow's event stream is streamed as it comes (buffered, it would reach the
+        agent only at its end), never rewritten."""
+        content_type = response.headers.get("content-type", "").lower()
+        if content_type.startswith(_STREAMED_TYPES):
+            response.stream = True
+
     # --- scope and bookkeeping ---------------------------------------------------------------
 
     def _in_scope(self, flow: http.HTTPFlow) -> bool:
@@ -472,6 +510,16 @@ class ToolId:
 
 
 _DEFAULT_HOST_RULES = scope.parse_assignments(rules.DEFAULT_HOST_RULES, rules.RULE_SETS)
+
+
+def _signed(flow: http.HTTPFlow) -> bool:
+    """Whether toolid left the flow alone as a signed request (``ToolId._leave_signed``)."""
+    record = flow.metadata.get("toolid")
+    return isinstance(record, dict) and "signed" in record
+
+
+# Response content types that are event streams (SSE, AWS eventstream): streamed, never buffered.
+_STREAMED_TYPES = ("text/event-stream", "application/vnd.amazon.eventstream")
 
 
 def _is_json(content_type: str) -> bool:
