@@ -248,6 +248,9 @@ class ToolId:
         if _signed(flow):
             self._pass_signed_stream(response)
             return
+        if response.headers.get("content-type", "").lower().startswith(_EVENTSTREAM):
+            self._eventstream_headers(flow, response)
+            return
         if not response.headers.get("content-type", "").lower().startswith("text/event-stream"):
             return
         try:
@@ -417,6 +420,31 @@ class ToolId:
         if content_type.startswith(_STREAMED_TYPES):
             response.stream = True
 
+    # --- AWS eventstream (Bedrock's ConverseStream, InvokeModelWithResponseStream) ------------
+
+    def _eventstream_headers(self, flow: http.HTTPFlow, response: http.Response) -> None:
+        """An ``application/vnd.amazon.eventstream`` answer: streamed through toolid's
+        eventstream rewriter, frame by frame (as SSE is event by event)."""
+        try:
+            stream = toolid.ResponseStream(
+                api=api_of(flow),
+                taken=self._taken.pop(flow, NOTHING_TAKEN),
+                profile=self.profile,
+                content_encoding=response.headers.get("content-encoding", ""),
+                max_event_bytes=self.max_event_bytes,
+                framing="eventstream",
+            )
+            self._record(flow)["streamed"] = True
+            if not self.observe:
+                response.headers.pop("content-length", None)  # the size may change
+                if stream.decodes:
+                    response.headers.pop("content-encoding", None)
+            response.stream = self._stream_callable(flow, stream)
+        except Exception as exc:
+            self._problem(flow, f"stream passed unchanged: {exc}")
+            response.stream = True  # still streamed, as it comes
+            self._record(flow)["streamed"] = True
+
     # --- scope and bookkeeping ---------------------------------------------------------------
 
     def _in_scope(self, flow: http.HTTPFlow) -> bool:
@@ -518,8 +546,9 @@ def _signed(flow: http.HTTPFlow) -> bool:
     return isinstance(record, dict) and "signed" in record
 
 
+_EVENTSTREAM = "application/vnd.amazon.eventstream"
 # Response content types that are event streams (SSE, AWS eventstream): streamed, never buffered.
-_STREAMED_TYPES = ("text/event-stream", "application/vnd.amazon.eventstream")
+_STREAMED_TYPES = ("text/event-stream", _EVENTSTREAM)
 
 
 def _is_json(content_type: str) -> bool:

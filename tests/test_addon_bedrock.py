@@ -1,5 +1,6 @@
-"""The addon and signed requests: a request signed over its bytes (SigV4 above all) and its
-response pass byte for byte, marked and logged once; unsigned and Bearer requests do not."""
+"""The addon and Bedrock: a request signed over its bytes (SigV4 above all) and its response
+pass byte for byte, marked and logged once; unsigned and Bearer requests are rewritten, their
+eventstream answers frame by frame."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from mitmproxy.test import tflow, tutils
 
-from addons.toolid_addon import MARK_CHANGED, MARK_SIGNED
+from addons.toolid_addon import MARK_CHANGED, MARK_PROBLEM, MARK_SIGNED
+from tests import eventstreams
 from tests.test_addon import (
     CLIENT,
     RAW,
@@ -24,7 +26,9 @@ from tests.test_addon import (
 from toolid import encode
 
 BEDROCK = "bedrock-runtime.us-east-1.amazonaws.com"
-INVOKE = "/model/anthropic.claude-sonnet-4-5-20250929-v1:0/invoke"
+MODEL = "/model/anthropic.claude-sonnet-4-5-20250929-v1:0"
+INVOKE = MODEL + "/invoke"
+EVENTSTREAM = "application/vnd.amazon.eventstream"
 # A history Bedrock's own rules would reject: a 70-character id, one id defined twice, an
 # encoded (tid1_) id that restores to a reserved character.
 LONG = "toolu_" + "a" * 64
@@ -216,3 +220,107 @@ def test_a_signed_chat_response_keeps_its_ids(addon):  # noqa: F811
     answer(flow, chat_response())
     toolid.response(flow)
     assert flow.response.content == chat_response()
+
+
+# --- eventstream answers (unsigned or Bearer requests) ------------------------------------------
+
+
+def eventstream_flow(path: str, request_body: bytes = b"{}"):
+    flow = bedrock_flow(request_body, sign=False, path=path)
+    flow.request.headers["authorization"] = "Bearer ABSKQmVkcm9ja0FQSUtleS1leGFtcGxl"
+    return flow
+
+
+def test_a_converse_stream_is_rewritten_frame_by_frame(addon):  # noqa: F811
+    toolid, _ = addon
+    flow = eventstream_flow(MODEL + "/converse-stream")
+    toolid.request(flow)
+    answer(flow, b"", EVENTSTREAM)
+    flow.response.headers["content-length"] = "1234"
+    toolid.responseheaders(flow)
+    assert callable(flow.response.stream) and "content-length" not in flow.response.headers
+    source = b"".join(eventstreams.converse_frames(RAW))
+    out = b"".join(drive(flow.response.stream, source, 9))
+    assert out == b"".join(eventstreams.converse_frames(CLIENT))
+    toolid.response(flow)
+    assert flow.marked == MARK_CHANGED
+    assert flow.metadata["toolid"]["response"][0]["path"] == "start.toolUse.toolUseId"
+
+
+def test_an_invoke_stream_is_rewritten_in_its_chunks(addon):  # noqa: F811
+    toolid, _ = addon
+    flow = eventstream_flow(INVOKE + "-with-response-stream", BODY)
+    toolid.request(flow)
+    answer(flow, b"", EVENTSTREAM)
+    toolid.responseheaders(flow)
+    source = b"".join(eventstreams.invoke_frames("functions.other:1"))
+    out = b"".join(drive(flow.response.stream, source, 50))
+    assert out == b"".join(eventstreams.invoke_frames(encode("functions.other:1")))
+
+
+def test_an_eventstream_with_a_bad_crc_passes_as_it_came(addon, caplog):  # noqa: F811
+    toolid, _ = addon
+    flow = eventstream_flow(MODEL + "/converse-stream")
+    toolid.request(flow)
+    answer(flow, b"", EVENTSTREAM)
+    toolid.responseheaders(flow)
+    source = bytearray(b"".join(eventstreams.converse_frames(RAW)))
+    source[20] ^= 1
+    with caplog.at_level(logging.WARNING):
+        out = b"".join(drive(flow.response.stream, bytes(source), 13))
+        toolid.response(flow)
+    assert out == bytes(source)
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
+    assert flow.marked == MARK_PROBLEM
+
+
+def test_observe_mode_eventstream_passes_unchanged(addon):  # noqa: F811
+    toolid, tctx = addon
+    tctx.configure(toolid, toolid_mode="observe")
+    flow = eventstream_flow(MODEL + "/converse-stream")
+    toolid.request(flow)
+    answer(flow, b"", EVENTSTREAM)
+    toolid.responseheaders(flow)
+    source = b"".join(eventstreams.converse_frames(RAW))
+    assert b"".join(drive(flow.response.stream, source, 9)) == source
+    toolid.response(flow)
+    assert flow.metadata["toolid"]["response"][0]["action"] == "encoded"
+
+
+def test_a_buffered_converse_answer_and_the_next_request(addon):  # noqa: F811
+    toolid, _ = addon
+    flow = eventstream_flow(MODEL + "/converse")
+    toolid.request(flow)
+    answer(
+        flow,
+        json.dumps(
+            {
+                "output": {
+                    "message": {
+                        "role": "assistant",
+                        "content": [{"toolUse": {"toolUseId": RAW, "name": "w", "input": {}}}],
+                    }
+                },
+                "stopReason": "tool_use",
+            }
+        ).encode(),
+    )
+    toolid.response(flow)
+    assert (
+        json.loads(flow.response.content)["output"]["message"]["content"][0]["toolUse"]["toolUseId"]
+        == CLIENT
+    )
+    use = {"toolUse": {"toolUseId": CLIENT, "name": "w", "input": {}}}
+    result = {"toolResult": {"toolUseId": CLIENT, "content": [{"text": "r"}]}}
+    history = {
+        "messages": [
+            {"role": "assistant", "content": [use]},
+            {"role": "user", "content": [result]},
+        ]
+    }
+    again = eventstream_flow(MODEL + "/converse", json.dumps(history).encode())
+    toolid.request(again)
+    sent = json.loads(again.request.content)["messages"]
+    # RAW is not Bedrock's: the client id, which Bedrock accepts, goes; nothing is mapped.
+    assert sent[0]["content"][0]["toolUse"]["toolUseId"] == CLIENT
+    assert sent[1]["content"][0]["toolResult"]["toolUseId"] == CLIENT
