@@ -321,6 +321,6 @@ def test_a_buffered_converse_answer_and_the_next_request(addon):  # noqa: F811
     again = eventstream_flow(MODEL + "/converse", json.dumps(history).encode())
     toolid.request(again)
     sent = json.loads(again.request.content)["messages"]
-    # RAW is not Bedrock's: the client id, which Bedrock accepts, goes; nothing is mapped.
-    assert sent[0]["content"][0]["toolUse"]["toolUseId"] == CLIENT
-    assert sent[1]["content"][0]["toolResult"]["toolUseId"] == CLIENT
+    # Converse takes Kimi's own id (service-2.json ToolUseId): restored exactly.
+    assert sent[0]["content"][0]["toolUse"]["toolUseId"] == RAW
+    assert sent[1]["content"][0]["toolResult"]["toolUseId"] == RAW

@@ -120,17 +120,27 @@ def test_the_table_follows_botocores_service_model():
         )
 
 
-def test_the_bedrock_rule_set_is_within_the_service_models_tool_use_id():
-    """Every id the rule set accepts, the service model's ToolUseId accepts too."""
+def test_the_bedrock_rule_set_follows_the_service_models_tool_use_id():
+    """Converse ids: exactly the service model's ToolUseId. Every other id the rule set
+    accepts (InvokeModel's Messages bodies), the ToolUseId accepts too, and Anthropic's."""
     tool_use_id = service_model()["shapes"]["ToolUseId"]
-    assert (tool_use_id["min"], tool_use_id["max"]) == (1, 64)
+    assert (tool_use_id["min"], tool_use_id["max"], tool_use_id["pattern"]) == (
+        1,
+        64,
+        "[a-zA-Z0-9_.:-]+",
+    )
     pattern = re.compile(tool_use_id["pattern"])
-    rule = BEDROCK.default
-    assert rule.min_len >= 1 and rule.max_len == 64
-    for value in ("a", "A-z_09", "x" * 64, "toolu_01AbC", CLIENT, "call_" + "y" * 59):
-        assert rule.accepts(value) and pattern.fullmatch(value)
-    for value in ("", "x" * 65, RAW, "a.b", "a|b", "a b"):  # "a.b", RAW: the model's, not ours
-        assert not rule.accepts(value)
+    converse = BEDROCK.kinds["converse.call"]
+    for value in ("a", "A-z_09", "x" * 64, RAW, "a.b:c", CLIENT, "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q"):
+        assert converse.accepts(value) and pattern.fullmatch(value)
+    for value in ("", "x" * 65, "a|b", "a b", "天気", CODEX):
+        assert not converse.accepts(value) and not (len(value) <= 64 and pattern.fullmatch(value))
+    anthropic = re.compile(r"^[a-zA-Z0-9_-]+$")
+    for value in ("a", "x" * 64, "toolu_01AbC", CLIENT):
+        assert BEDROCK.default.accepts(value) and pattern.fullmatch(value)
+        assert anthropic.fullmatch(value)
+    for value in ("", "x" * 65, RAW, "a.b", "a|b"):
+        assert not BEDROCK.default.accepts(value)
 
 
 # --- routes and shapes ---------------------------------------------------------------------------
@@ -237,12 +247,13 @@ def test_a_converse_request_to_bedrock_gets_ids_bedrock_accepts():
     messages = json.loads(out.body)["messages"]
     calls = [block["toolUse"]["toolUseId"] for block in messages[1]["content"][1:]]
     results = [block["toolResult"]["toolUseId"] for block in messages[2]["content"]]
-    assert all(BEDROCK.default.accepts(i) for i in calls)
+    assert all(BEDROCK.kinds["converse.call"].accepts(i) for i in calls)
     assert len(set(calls)) == len(calls)  # the duplicate is made distinct
     last_call = dict(zip(ids, calls, strict=True))  # a result names the nearest call before it
     assert results == [last_call[i] for i in ids]
-    assert calls[0] == CLIENT  # RAW has ':' and '.': the client id, which conforms, goes
+    assert calls[0] == RAW  # Converse takes Kimi's own id: restored exactly
     assert calls[-1] == "ok_id"
+    assert calls[1].startswith("call_65OReGAIB0M4612fiyF6YMbI_fc_") and len(calls[1]) == 64
     again = toolid.rewrite_request(request, path=f"{MODEL}/converse", rules="bedrock")
     assert again.body == out.body  # stable across turns
 
