@@ -394,21 +394,22 @@ class ToolId:
 
     def _leave_signed(self, flow: http.HTTPFlow) -> bool:
         """Whether the request is signed over its bytes (``toolid.signing``); then it and its
-        response pass byte for byte (not even accept-encoding changes: SigV4 signs it), and
-        the flow is recorded, marked and logged once as such. The signature's value is never
-        recorded or logged, only its scheme."""
+        response pass byte for byte (not even accept-encoding changes: SigV4 signs it). An API
+        call (a known route, or a JSON body) is also marked, commented and logged once as
+        such. The signature's value is never recorded or logged, only its scheme."""
         request = flow.request
         scheme = signing.signature_of(request.headers.items(multi=True), request.path)
         if scheme is None:
             return False
-        message = f"signed request ({scheme}): ids left as they are"
         record = self._record(flow)
         record["signed"] = scheme
         api = api_from_path(request.path)
         if api is not None:
             record["api"] = api.value
+        elif not _is_json(request.headers.get("content-type", "")):
+            return True  # not an API call toolid reads (an S3 upload, say): nothing to say
         flow.marked = MARK_SIGNED
-        flow.comment = f"toolid: {message}"
+        flow.comment = f"toolid: signed request ({scheme}): ids left as they are"
         self._log_change(flow.comment, _where(flow))
         return True
 

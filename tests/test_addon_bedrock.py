@@ -324,3 +324,14 @@ def test_a_buffered_converse_answer_and_the_next_request(addon):  # noqa: F811
     # Converse takes Kimi's own id (service-2.json ToolUseId): restored exactly.
     assert sent[0]["content"][0]["toolUse"]["toolUseId"] == RAW
     assert sent[1]["content"][0]["toolResult"]["toolUseId"] == RAW
+
+
+def test_a_signed_request_toolid_would_not_read_passes_quietly(addon, caplog):  # noqa: F811
+    toolid, _ = addon
+    flow = bedrock_flow(b"\x00binary", path="/bucket/key")
+    flow.request.headers["content-type"] = "application/octet-stream"
+    with caplog.at_level(logging.INFO):
+        toolid.request(flow)
+    assert flow.request.content == b"\x00binary" and flow.metadata["toolid"]["signed"] == "SigV4"
+    assert not flow.marked and not flow.comment
+    assert "toolid" not in caplog.text

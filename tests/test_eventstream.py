@@ -296,6 +296,17 @@ def test_an_oversized_frame_passes_the_rest_as_it_came():
     assert out == source and len(rewriter.problems) == 1
 
 
+def test_an_oversized_frame_that_comes_whole_passes_and_the_rest_is_rewritten():
+    frames = eventstreams.converse_frames(RAW)
+    big = eventstreams.event_frame(
+        "contentBlockStart",
+        b'{"start":{"toolUse":{"toolUseId":"' + RAW.encode() + b'"}},"x":"' + b"a" * 5000 + b'"}',
+    )
+    out, rewriter = rewrite([big + b"".join(frames)], Api.CONVERSE, max_event_bytes=1000)
+    assert out == big + b"".join(eventstreams.converse_frames(CLIENT))
+    assert len(rewriter.problems) == 1 and "larger than 1000" in rewriter.problems[0]
+
+
 def test_a_stream_ending_inside_a_frame_passes_its_start():
     frames = eventstreams.converse_frames(RAW)
     source = b"".join(frames) + frames[0][:7]

@@ -135,6 +135,12 @@ class EventStreamRewriter:
 
     def _frame(self, frame: bytes) -> bytes:
         """One checked frame: rewritten, or as it came."""
+        if len(frame) > self.max_event_bytes:
+            self.problems.append(
+                f"an eventstream frame larger than {self.max_event_bytes} bytes was forwarded "
+                "unchanged"
+            )
+            return frame
         start = eventstream.headers_end(frame)
         header_block = frame[eventstream.PRELUDE : start]
         if _EVENT_TYPE not in header_block:
