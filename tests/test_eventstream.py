@@ -373,3 +373,37 @@ def test_streams_fixture_is_what_the_sse_fixture_says():
     # The eventstream fixtures carry the same events as the SSE ones (tests/streams.py).
     payloads = [p for _, p in eventstreams.parsed(BOTH[0])]
     assert [json.loads(p) for p in payloads] == [e["data"] for e in streams.converse_events(RAW)]
+
+
+def test_each_frame_goes_out_with_its_last_byte():
+    """No added latency: a frame is forwarded as soon as it is complete, never later."""
+    sources = eventstreams.converse_frames(RAW)
+    wanted = eventstreams.converse_frames(CLIENT)
+    rewriter = EventStreamRewriter(Api.CONVERSE, ENCODE)
+    for one, want in zip(sources, wanted, strict=True):
+        assert rewriter.feed(one[:-1]) == b""
+        assert rewriter.held == len(one) - 1
+        assert rewriter.feed(one[-1:]) == want
+        assert rewriter.held == 0
+    assert rewriter.finish() == b""
+
+
+HEADER_NAMES = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=10).filter(
+    lambda name: len(name.encode()) < 256
+)
+RANDOM_FRAME = st.tuples(
+    st.dictionaries(HEADER_NAMES, st.text(max_size=20), max_size=4), st.binary(max_size=200)
+)
+
+
+@settings(max_examples=150)
+@given(frames_=st.lists(RANDOM_FRAME, min_size=1, max_size=6), cuts=st.lists(st.integers(0, 2000)))
+def test_round_trip_of_random_frames_split_anywhere(frames_, cuts):
+    built = [frame(headers, payload) for headers, payload in frames_]
+    splitter = FrameSplitter()
+    got = split_feed(splitter, cut(b"".join(built), cuts))
+    assert got == built and splitter.error is None and len(splitter) == 0
+    for one, (headers, payload) in zip(got, frames_, strict=True):
+        assert headers_of(one) == headers and payload_of(one) == payload
+        assert eventstreams.parsed(one) == [(headers, payload)]  # botocore agrees
+        assert replace_payload(one, payload) == one
