@@ -234,7 +234,11 @@ class ToolId:
     def request(self, flow: http.HTTPFlow) -> None:
         if flow.response or flow.error or not flow.live or not self._in_scope(flow):
             return
-        if self._leave_signed(flow):
+        try:
+            if self._leave_signed(flow):
+                return
+        except Exception as exc:  # never rewrite what might be signed
+            self._problem(flow, f"request left unchanged: unexpected error {exc!r}")
             return
         try:
             self._rewrite_request(flow)
