@@ -41,15 +41,18 @@ from toolid import (
     PROFILES,
     Api,
     Change,
+    Framing,
     Profile,
     Rewritten,
     Taken,
     annotate,
     api_from_path,
     codec,
+    framing_of,
     report,
     rules,
     scope,
+    signing,
     trace,
 )
 
@@ -60,6 +63,9 @@ MODES = ("rewrite", "observe")
 WEBSOCKET_MODES = ("rewrite", "pass", "refuse")
 MARK_CHANGED = ":wrench:"
 MARK_PROBLEM = ":warning:"
+# A signed request (and its response), passed byte for byte on purpose: not a change, and not
+# a problem of the flow, so neither of the marks above.
+MARK_SIGNED = ":lock:"
 MAX_RECORDS = 1000  # change records kept per flow side: memory stays bounded on endless streams
 DRAIN_EVERY = 256  # a stream's changes are recorded in batches of this many, and at its end
 LOG_EVERY = 0.25  # seconds: change lines are logged together at most this often
@@ -101,9 +107,7 @@ class ToolId:
         self._pending_lines: list[tuple[str, _Where, str]] = []
         # The ids each in-flight flow's request history defines, for its response's
         # occurrence tags: per flow, gone with the flow (the proxy keeps no state across).
-        self._taken: weakref.WeakKeyDictionary[http.HTTPFlow, Taken] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._taken: weakref.WeakKeyDictionary[http.HTTPFlow, Taken] = weakref.WeakKeyDictionary()
         # What each flow's comment summarises (the number of records of each side): a comment
         # is rewritten only when there is more to say.
         self._summarised: weakref.WeakKeyDictionary[http.HTTPFlow, tuple[int, int, int]] = (
@@ -263,6 +267,12 @@ class ToolId:
         if flow.response or flow.error or not flow.live or not self._in_scope(flow):
             return
         try:
+            if self._leave_signed(flow):
+                return
+        except Exception as exc:  # never rewrite what might be signed
+            self._problem(flow, f"request left unchanged: unexpected error {exc!r}")
+            return
+        try:
             self._rewrite_request(flow)
         except Exception as exc:
             self._problem(flow, f"request left unchanged: unexpected error {exc!r}")
@@ -271,10 +281,14 @@ class ToolId:
         response = flow.response
         if response is None or not flow.live or not self._in_scope(flow):
             return
-        if not response.headers.get("content-type", "").lower().startswith("text/event-stream"):
+        if _signed(flow):
+            self._pass_signed_stream(response)
+            return
+        framing = framing_of(response.headers.get("content-type", ""))
+        if framing is None:
             return
         try:
-            self._start_stream(flow, response)
+            self._start_stream(flow, response, framing)
         except Exception as exc:
             self._problem(flow, f"stream passed unchanged: {exc}")
             # Still streamed (as is): buffered, an event stream would reach the agent at its end.
@@ -282,7 +296,7 @@ class ToolId:
             self._record(flow)["streamed"] = True
 
     def response(self, flow: http.HTTPFlow) -> None:
-        if flow.response is None or not flow.live or not self._in_scope(flow):
+        if flow.response is None or not flow.live or not self._in_scope(flow) or _signed(flow):
             return
         try:
             if not flow.response.stream:
@@ -465,13 +479,16 @@ class ToolId:
             return None
         return content or None
 
-    def _start_stream(self, flow: http.HTTPFlow, response: http.Response) -> None:
+    def _start_stream(self, flow: http.HTTPFlow, response: http.Response, framing: Framing) -> None:
+        """Stream an event stream (SSE, or AWS eventstream: Bedrock's ConverseStream and
+        InvokeModelWithResponseStream) through the rewriter of its framing."""
         stream = toolid.ResponseStream(
             api=api_of(flow),
             taken=self._taken.pop(flow, _NOTHING_TAKEN),
             profile=self.profile,
             content_encoding=response.headers.get("content-encoding", ""),
             max_event_bytes=self.max_event_bytes,
+            framing=framing,
         )
         self._record(flow)["streamed"] = True
         if not self.observe:
@@ -518,6 +535,36 @@ class ToolId:
             return result.body if (result.body or not data) else ()
 
         return function
+
+    # --- signed requests: never a byte changed ----------------------------------------------
+
+    def _leave_signed(self, flow: http.HTTPFlow) -> bool:
+        """Whether the request is signed over its bytes (``toolid.signing``); then it and its
+        response pass byte for byte (not even accept-encoding changes: SigV4 signs it). An API
+        call (a known route, or a JSON body) is also marked, commented and logged once as
+        such. The signature's value is never recorded or logged, only its scheme."""
+        request = flow.request
+        scheme = signing.signature_of(request.headers.items(multi=True), request.path)
+        if scheme is None:
+            return False
+        record = self._record(flow)
+        record["signed"] = scheme
+        api = api_from_path(request.path)
+        if api is not None:
+            record["api"] = api.value
+        elif not _is_json(request.headers.get("content-type", "")):
+            return True  # not an API call toolid reads (an S3 upload, say): nothing to say
+        flow.marked = MARK_SIGNED
+        flow.comment = f"toolid: signed request ({scheme}): ids left as they are"
+        self._log_change(flow.comment, _where(flow))
+        return True
+
+    @staticmethod
+    def _pass_signed_stream(response: http.Response) -> None:
+        """A signed flow's event stream is streamed as it comes (buffered, it would reach the
+        agent only at its end), never rewritten."""
+        if framing_of(response.headers.get("content-type", "")) is not None:
+            response.stream = True
 
     # --- scope and bookkeeping ---------------------------------------------------------------
 
@@ -612,6 +659,12 @@ class ToolId:
 
 
 _DEFAULT_HOST_RULES = scope.parse_assignments(rules.DEFAULT_HOST_RULES, rules.RULE_SETS)
+
+
+def _signed(flow: http.HTTPFlow) -> bool:
+    """Whether toolid left the flow alone as a signed request (``ToolId._leave_signed``)."""
+    record = flow.metadata.get("toolid")
+    return isinstance(record, dict) and "signed" in record
 
 
 def _is_json(content_type: str) -> bool:

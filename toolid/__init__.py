@@ -20,7 +20,15 @@ from toolid.codec import PROFILES, Profile, decode, encode, passes
 from toolid.decide import Change
 from toolid.occurrence import Taken
 from toolid.positions import Api
-from toolid.rewrite import ResponseStream, Rewritten, rewrite_request, rewrite_response, taken_ids
+from toolid.rewrite import (
+    Framing,
+    ResponseStream,
+    Rewritten,
+    framing_of,
+    rewrite_request,
+    rewrite_response,
+    taken_ids,
+)
 from toolid.rules import RULE_SETS, RuleSet
 from toolid.stream import DEFAULT_MAX_EVENT_BYTES
 from toolid.websocket import ResponsesConnection
@@ -31,6 +39,7 @@ __all__ = [
     "RULE_SETS",
     "Api",
     "Change",
+    "Framing",
     "Profile",
     "ResponseStream",
     "ResponsesConnection",
@@ -40,6 +49,7 @@ __all__ = [
     "api_from_path",
     "decode",
     "encode",
+    "framing_of",
     "passes",
     "rewrite_request",
     "rewrite_response",

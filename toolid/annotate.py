@@ -36,6 +36,7 @@ API_NAMES: Final[dict[Api, str]] = {
     Api.CHAT: "OpenAI Chat Completions",
     Api.RESPONSES: "OpenAI Responses",
     Api.MESSAGES: "Anthropic Messages",
+    Api.CONVERSE: "AWS Bedrock Converse",
 }
 
 _BOM: Final = b"\xef\xbb\xbf"

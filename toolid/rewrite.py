@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from toolid import body, codec
 from toolid.apis import api_from_path
 from toolid.decide import Change, Direction, Policy
 from toolid.edit import RewriteError
+from toolid.eventstream_rewrite import EventStreamRewriter
 from toolid.occurrence import NOTHING_TAKEN, CallIds, Taken
 from toolid.positions import Api, Doc
 from toolid.rules import NO_RULES, RULE_SETS, RuleSet
@@ -111,13 +112,29 @@ def rewrite_response(
     return Rewritten(new, plan.changes, (), plan.api or api)
 
 
+type Framing = Literal["sse", "eventstream"]
+#: The response content type of each framing ``ResponseStream`` reads.
+FRAMINGS: Final[dict[str, Framing]] = {
+    "text/event-stream": "sse",
+    "application/vnd.amazon.eventstream": "eventstream",
+}
+
+
+def framing_of(content_type: str) -> Framing | None:
+    """The framing of a response by its Content-Type (None: not an event stream)."""
+    return FRAMINGS.get(content_type.split(";", 1)[0].strip().lower())
+
+
 class ResponseStream:
-    """Rewrite an event-stream (SSE) response fed in pieces of any size, sans I/O: like
+    """Rewrite an event-stream response fed in pieces of any size, sans I/O: like
     ``rewrite_response`` for each event, one client id per call across all its events.
 
-    ``feed`` each piece as it arrives, then ``finish`` once; each gives the bytes that can
-    be forwarded now (possibly empty: an incomplete event is held). ``decodes``: the output
-    is decompressed (a server compressed the stream anyway), so drop Content-Encoding."""
+    ``framing``: ``"sse"`` (Server-Sent Events, ``text/event-stream``) or ``"eventstream"``
+    (AWS's binary ``application/vnd.amazon.eventstream``: Bedrock's ConverseStream and
+    InvokeModelWithResponseStream; see ``framing_of``). ``feed`` each piece as it arrives,
+    then ``finish`` once; each gives the bytes that can be forwarded now (possibly empty: an
+    incomplete event is held). ``decodes``: the output is decompressed (a server compressed
+    the stream anyway), so drop Content-Encoding."""
 
     def __init__(
         self,
@@ -128,9 +145,11 @@ class ResponseStream:
         profile: codec.Profile = "safe",
         content_encoding: str = "",
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        framing: Framing = "sse",
     ) -> None:
         """Raises ValueError for a content-encoding it cannot decode."""
-        self._rewriter = StreamRewriter(
+        rewriter = EventStreamRewriter if framing == "eventstream" else StreamRewriter
+        self._rewriter: StreamRewriter | EventStreamRewriter = rewriter(
             _api(api, path),
             _policy(Direction.ENCODE, profile),
             content_encoding=content_encoding,
