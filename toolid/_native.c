@@ -686,6 +686,20 @@ static int walk(Walk *w, int node, PyObject *tree) {
     return done;
 }
 
+/* Whether names is None or a frozenset of exact strs (looking a str up in it runs no Python
+ * code then). */
+static int names_ok(PyObject *names) {
+    if (names == Py_None) return 1;
+    PyObject *items = PyFrozenSet_CheckExact(names) ? PyObject_GetIter(names) : NULL, *item;
+    int ok = items != NULL;
+    while (ok && (item = PyIter_Next(items)) != NULL) {
+        ok = PyUnicode_CheckExact(item);
+        Py_DECREF(item);
+    }
+    Py_XDECREF(items);
+    return ok && !PyErr_Occurred();
+}
+
 /* Whether tree is a well-formed positions.Tree (0, with TypeError, if not): (leaves, members,
  * elements) with leaves (member: str, slot: int, ...), members (member: str, tree) and
  * elements (types: frozenset | None, needs: frozenset | None, bare: bool, tree). */
@@ -707,18 +721,15 @@ static int check_tree(PyObject *tree, int depth, Py_ssize_t *budget) {
         if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 ||
             !PyUnicode_CheckExact(PyTuple_GET_ITEM(entry, 0)) ||
             !check_tree(PyTuple_GET_ITEM(entry, 1), depth + 1, budget))
-            return 0;
+            goto bad;
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(elements); i++) {
         PyObject *step = PyTuple_GET_ITEM(elements, i);
         if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 4) goto bad;
-        for (int j = 0; j < 2; j++) {
-            PyObject *names = PyTuple_GET_ITEM(step, j);
-            if (names != Py_None && !PyFrozenSet_CheckExact(names)) goto bad;
-        }
-        if (!PyBool_Check(PyTuple_GET_ITEM(step, 2)) ||
+        if (!names_ok(PyTuple_GET_ITEM(step, 0)) || !names_ok(PyTuple_GET_ITEM(step, 1)) ||
+            !PyBool_Check(PyTuple_GET_ITEM(step, 2)) ||
             !check_tree(PyTuple_GET_ITEM(step, 3), depth + 1, budget))
-            return 0;
+            goto bad;
     }
     return 1;
 bad:
@@ -955,16 +966,18 @@ static Py_ssize_t first_blank(const unsigned char *b, Py_ssize_t from, Py_ssize_
 
 static PyObject *event_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    Py_ssize_t limit;
     Words m;
+    int overflow;
     if (nargs != 4 || !PyLong_CheckExact(args[2])) {
         PyErr_SetString(PyExc_TypeError, "event_ids(data, words, limit: int, table)");
         return NULL;
     }
-    if ((limit = PyLong_AsSsize_t(args[2])) < 0) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "limit: not negative");
+    long long limit = PyLong_AsLongLongAndOverflow(args[2], &overflow);
+    if (overflow < 0 || (!overflow && limit < 0)) {
+        PyErr_SetString(PyExc_ValueError, "limit: not negative");
         return NULL;
     }
+    if (overflow > 0) limit = LLONG_MAX;
     if (!words_from(&m, args[1]) || !check_table(args[3])) return NULL;
     Py_buffer view;
     if (get_buffer(args[0], &view, "data") < 0) return NULL;
