@@ -623,7 +623,8 @@ def test_splice_at_the_edges() -> None:
 #: Calls that must raise TypeError or ValueError, run by _refusals in a child process. The
 #: names: n (the extension), T (a real table: S its schema, R its tree, E an empty tree), t
 #: (a table with some parts replaced), W (real words), D (an event), Str (a str whose hash and
-#: equality raise), Evil (an object whose hash is a str's and whose equality raises), Index
+#: equality raise), EVIL (a frozenset of an object whose hash is a str's and whose equality
+#: raises), Index
 #: (an int-like whose __index__ raises), Seq (a list whose items raise).
 REFUSED = [
     "n.id_spans(b'{}')",
@@ -705,8 +706,8 @@ REFUSED = [
     "n.id_spans(b'{}', t(tree=((), (), ((set(), None, False, E),))))",
     "n.id_spans(b'{}', t(tree=((), (), ((None, {'a'}, False, E),))))",
     "n.id_spans(b'{}', t(tree=((), (), ((None, frozenset([1]), False, E),))))",
-    "n.id_spans(b'{\"type\":\"function_call\"}', t(tree=((), (), ((frozenset([Evil()]), None, False, E),))))",
-    "n.id_spans(b'{\"call_id\":\"c\"}', t(tree=((), (), ((None, frozenset([Evil()]), False, E),))))",
+    "n.id_spans(b'{\"type\":\"function_call\"}', t(tree=((), (), ((EVIL, None, False, E),))))",
+    "n.id_spans(b'{\"call_id\":\"c\"}', t(tree=((), (), ((None, EVIL, False, E),))))",
     "n.id_spans(b'{}', t(tree=((), (), ((None, type('F', (frozenset,), {})(), False, E),))))",
     "n.id_spans(b'{}', t(tree=((), (), ([None, None, False, E],))))",
     "n.id_spans(b'{}', t(tree=tree_deep(300)))",
@@ -817,6 +818,7 @@ class Seq(list):
     def __getitem__(self, i): called.append('getitem'); raise AssertionError
     def __iter__(self): called.append('iter'); raise AssertionError
     def __len__(self): called.append('len'); raise AssertionError
+EVIL = frozenset([Evil()])
 def t(schema=S, tree=R, roots=T[2], numbered=T[3]):
     return (schema, tree, roots, numbered)
 def deep(levels):
