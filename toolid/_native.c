@@ -1,4 +1,4 @@
-/* toolid._native: three pure primitives over bytes (the optional accelerator, toolid/native.py).
+/* toolid._native: four pure primitives over bytes (the optional accelerator, toolid/native.py).
  *
  * id_spans(document, table) -> list | None
  *   Every id at the table's positions in a JSON object, as toolid.positions.find_ids finds
@@ -16,8 +16,7 @@
  *   A schema node is a tuple (members, elements): members is a tuple of (key bytes, key str,
  *   spec) triples (the str is the bytes decoded), elements the node applied to the objects in
  *   an array, or None. A spec is LEAF (0: a string is kept, with the span of its literal),
- *   KEEP (1: a string without escapes, an integer of at most 18 digits, true, false or null is
- *   kept; other values are kept as None) or a node. Members a node does not name are
+ *   KEEP (1: a string or an integer is kept) or a node. Members a node does not name are
  *   validated and dropped.
  *
  *   None: the document is not one this parser vouches for (invalid JSON or UTF-8, a BOM, not
@@ -27,9 +26,18 @@
  *   than PATH_SIZE or inside more than MAX_NUMBERS arrays): the caller parses in full, which
  *   decides. It never guesses.
  *
+ * event_ids(data, words, limit: int, table) -> (end, events) | None
+ *   The events of data, a piece of an SSE stream that starts at an event's start, as
+ *   toolid/sse.py's EventFramer.feed_marked frames them with the marker words (a tuple of 1
+ *   to MAX_MARKERS non-empty bytes): whole events without a word are skipped, and each event
+ *   holding one is (start, end, ids): ids is id_spans of its data (offsets into data) when
+ *   the event is one "data: " line of at most limit bytes, else None. end: where the
+ *   complete events end (the rest is the start of an event). None: data holds a CR (line
+ *   endings that are not all LF are not this function's).
+ *
  * first_marker(data, words) -> int
- *   Where the first of the words (a tuple of 1 to MAX_MARKERS non-empty bytes) starts in
- *   data, or -1 (toolid/markers.py).
+ *   Where the first of the words (as event_ids takes them) starts in data, or -1
+ *   (toolid/markers.py).
  *
  * splice(document: bytes, edits) -> bytes
  *   The document with each edit (start, end, text: bytes) of the list or tuple edits, sorted
@@ -46,10 +54,17 @@
 
 #define LEAF 0
 #define KEEP 1
-#define MAX_DEPTH 200       /* nesting of a document, and of a schema */
-#define MAX_KEYS 64         /* members of one object told apart without a hash */
-#define MAX_MARKERS 64      /* words of one first_marker */
-#define SCHEMA_NODES 4096   /* the most nodes a schema's check visits */
+#define MAX_DEPTH 200     /* nesting of a document, of a schema and of a tree */
+#define MAX_KEYS 64       /* members of one object told apart without a hash */
+#define MAX_MARKERS 64    /* marker words */
+#define SCHEMA_NODES 4096 /* the most nodes a schema's (and a tree's) check visits */
+#define PATH_SIZE 4096    /* the longest path, and its terminating byte */
+#define MAX_NUMBERS 64    /* the most numbers of a call */
+
+static int reject(PyObject *type, const char *why) { /* 0, with the exception set */
+    PyErr_SetString(type, why);
+    return 0;
+}
 
 /* The buffer of a bytes, bytearray or contiguous memoryview object (their buffers are C's: no
  * Python code runs to get or release them): 0, or -1 with an exception. */
@@ -94,12 +109,11 @@ static inline int lowest_bit(unsigned int mask) {
 #include <emmintrin.h>
 static inline unsigned int specials16(const unsigned char *p) {
     const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
-    const __m128i space = _mm_set1_epi8(0x20);
     __m128i x = _mm_loadu_si128((const __m128i *)p);
     /* signed: a byte at or above 0x80 is negative, so below 0x20 too */
     __m128i special = _mm_or_si128(
         _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
-        _mm_cmplt_epi8(x, space));
+        _mm_cmplt_epi8(x, _mm_set1_epi8(0x20)));
     return (unsigned int)_mm_movemask_epi8(special);
 }
 #else
@@ -118,43 +132,34 @@ static void skip_ws(Scan *s) {
 
 static int expect(Scan *s, unsigned char c) {
     skip_ws(s);
-    if (s->p < s->end && *s->p == c) {
-        s->p++;
-        return 1;
-    }
-    return 0;
+    return s->p < s->end && *s->p == c ? (s->p++, 1) : 0;
 }
 
 static int hex4(const unsigned char *p, unsigned int *out) {
-    unsigned int v = 0;
+    *out = 0;
     for (int i = 0; i < 4; i++) {
-        unsigned char c = p[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= c - '0';
-        else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
+        unsigned char c = p[i], lower = c | 0x20;
+        if (c >= '0' && c <= '9') *out = *out << 4 | (unsigned int)(c - '0');
+        else if (lower >= 'a' && lower <= 'f') *out = *out << 4 | (unsigned int)(lower - 'a' + 10);
         else return 0;
     }
-    *out = v;
     return 1;
 }
 
 /* One UTF-8 sequence starting at s->p (a byte >= 0x80): well formed, no surrogates. */
 static int utf8(Scan *s) {
     const unsigned char *p = s->p;
-    Py_ssize_t left = s->end - p;
-    unsigned char c = p[0];
+    unsigned char c = p[0], lo = 0x80, hi = 0xBF;
     int n;
-    unsigned char lo = 0x80, hi = 0xBF;
     if (c >= 0xC2 && c <= 0xDF) n = 1;
-    else if (c == 0xE0) { n = 2; lo = 0xA0; }
-    else if (c == 0xED) { n = 2; hi = 0x9F; }
+    else if (c == 0xE0) n = 2, lo = 0xA0;
+    else if (c == 0xED) n = 2, hi = 0x9F;
     else if (c >= 0xE1 && c <= 0xEF) n = 2;
-    else if (c == 0xF0) { n = 3; lo = 0x90; }
+    else if (c == 0xF0) n = 3, lo = 0x90;
     else if (c >= 0xF1 && c <= 0xF3) n = 3;
-    else if (c == 0xF4) { n = 3; hi = 0x8F; }
+    else if (c == 0xF4) n = 3, hi = 0x8F;
     else return 0;
-    if (left <= n || p[1] < lo || p[1] > hi) return 0;
+    if (s->end - p <= n || p[1] < lo || p[1] > hi) return 0;
     for (int i = 2; i <= n; i++)
         if (p[i] < 0x80 || p[i] > 0xBF) return 0;
     s->p += n + 1;
@@ -182,12 +187,9 @@ static inline int special(Scan *s, const unsigned char **at, int *escaped) {
             *at = p + 6;
             return 1;
         }
-        if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
-            e == 't') {
-            *at = p + 2;
-            return 1;
-        }
-        return 0;
+        if (e == 0 || strchr("\"\\/bfnrt", e) == NULL) return 0;
+        *at = p + 2;
+        return 1;
     }
     if (c < 0x20) return 0;
     s->p = p;
@@ -224,27 +226,27 @@ static int string(Scan *s, int *escaped) {
     }
 }
 
+static const unsigned char *digits(const unsigned char *p, const unsigned char *end) {
+    while (p < end && *p >= '0' && *p <= '9') p++;
+    return p;
+}
+
 /* A number (s->p at its first byte). *integer: no fraction, no exponent. */
 static int number(Scan *s, int *integer) {
-    const unsigned char *p = s->p;
-    if (p < s->end && *p == '-') p++;
-    if (p >= s->end) return 0;
-    if (*p == '0') p++;
-    else if (*p >= '1' && *p <= '9') while (p < s->end && *p >= '0' && *p <= '9') p++;
-    else return 0;
+    const unsigned char *p = s->p + (*s->p == '-'), *end = s->end;
+    if (p >= end || *p < '0' || *p > '9') return 0;
+    p = *p == '0' ? p + 1 : digits(p, end);
     *integer = 1;
-    if (p < s->end && *p == '.') {
+    if (p < end && *p == '.') {
         *integer = 0;
-        p++;
-        if (p >= s->end || *p < '0' || *p > '9') return 0;
-        while (p < s->end && *p >= '0' && *p <= '9') p++;
+        if (++p >= end || *p < '0' || *p > '9') return 0;
+        p = digits(p, end);
     }
-    if (p < s->end && (*p == 'e' || *p == 'E')) {
+    if (p < end && (*p == 'e' || *p == 'E')) {
         *integer = 0;
-        p++;
-        if (p < s->end && (*p == '+' || *p == '-')) p++;
-        if (p >= s->end || *p < '0' || *p > '9') return 0;
-        while (p < s->end && *p >= '0' && *p <= '9') p++;
+        if (++p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') return 0;
+        p = digits(p, end);
     }
     s->p = p;
     return 1;
@@ -264,7 +266,7 @@ static int next_or_close(Scan *s, unsigned char close) {
     return -1;
 }
 
-/* --- the schema's check --------------------------------------------------------------------- */
+/* --- the table's check ---------------------------------------------------------------------- */
 
 /* Whether key (an exact str) is bytes[:size] decoded; -1: an error. */
 static int same_key(PyObject *key, const char *bytes, Py_ssize_t size) {
@@ -281,409 +283,33 @@ static int same_key(PyObject *key, const char *bytes, Py_ssize_t size) {
  * types only: reading them runs no Python code. *budget bounds the nodes visited (a schema
  * may share nodes). */
 static int check_schema(PyObject *node, int depth, Py_ssize_t *budget) {
-    if (depth > MAX_DEPTH || --*budget < 0) {
-        PyErr_SetString(PyExc_ValueError, "schema: too deep or too large");
-        return 0;
-    }
+    if (depth > MAX_DEPTH || --*budget < 0)
+        return reject(PyExc_ValueError, "schema: too deep or too large");
     if (!PyTuple_CheckExact(node) || PyTuple_GET_SIZE(node) != 2 ||
-        !PyTuple_CheckExact(PyTuple_GET_ITEM(node, 0))) {
-        PyErr_SetString(PyExc_TypeError, "schema: a node is a tuple (members: tuple, elements)");
-        return 0;
-    }
+        !PyTuple_CheckExact(PyTuple_GET_ITEM(node, 0)))
+        return reject(PyExc_TypeError, "schema: a node is a tuple (members: tuple, elements)");
     PyObject *members = PyTuple_GET_ITEM(node, 0), *elements = PyTuple_GET_ITEM(node, 1);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(members); i++) {
         PyObject *entry = PyTuple_GET_ITEM(members, i);
         if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3 ||
             !PyBytes_CheckExact(PyTuple_GET_ITEM(entry, 0)) ||
-            !PyUnicode_CheckExact(PyTuple_GET_ITEM(entry, 1))) {
-            PyErr_SetString(PyExc_TypeError, "schema: a member is (key: bytes, key: str, spec)");
-            return 0;
-        }
+            !PyUnicode_CheckExact(PyTuple_GET_ITEM(entry, 1)))
+            return reject(PyExc_TypeError, "schema: a member is (key: bytes, key: str, spec)");
         PyObject *raw = PyTuple_GET_ITEM(entry, 0), *spec = PyTuple_GET_ITEM(entry, 2);
         int same = same_key(PyTuple_GET_ITEM(entry, 1), PyBytes_AS_STRING(raw),
                             PyBytes_GET_SIZE(raw));
-        if (same < 0) return 0;
-        if (!same) {
-            PyErr_SetString(PyExc_ValueError, "schema: a member's str is not its bytes decoded");
-            return 0;
-        }
+        if (same <= 0)
+            return same < 0 ? 0 : reject(PyExc_ValueError, "schema: a key's str is not its bytes");
         if (PyLong_CheckExact(spec)) {
             int overflow;
             long kind = PyLong_AsLongAndOverflow(spec, &overflow);
-            if (kind != LEAF && kind != KEEP) {
-                PyErr_SetString(PyExc_ValueError, "schema: a spec is LEAF (0), KEEP (1) or a node");
-                return 0;
-            }
+            if (kind != LEAF && kind != KEEP)
+                return reject(PyExc_ValueError, "schema: a spec is LEAF (0), KEEP (1) or a node");
         } else if (!check_schema(spec, depth + 1, budget)) {
             return 0;
         }
     }
     return elements == Py_None || check_schema(elements, depth + 1, budget);
-}
-
-/* --- the parse: what the schema keeps, as an arena of C nodes ----------------------------------- */
-
-/* What a parse keeps of a value. A_NONE: a member the schema names (or an array's element)
- * whose value is of no use: nothing the walk reads. */
-enum { A_NONE, A_TRUE, A_FALSE, A_INT, A_STR, A_OBJ, A_ARR };
-
-typedef struct {
-    unsigned char kind;
-    unsigned char leaf;    /* an A_STR kept as an id (LEAF): its span is recorded */
-    int first, last, next; /* A_OBJ members, A_ARR elements, in order; -1: none */
-    PyObject *name;        /* a member's key (the schema's str, borrowed); NULL in arrays */
-    Py_ssize_t start, end; /* A_STR: the literal, quotes included */
-    long long integer;     /* A_INT */
-} Node;
-
-typedef struct {
-    Node *nodes;
-    int count, capacity;
-} Arena;
-
-#define NOTHING_KEPT (-2) /* a value validated and dropped (-1: not ours, or an error) */
-
-static int new_node(Arena *a, unsigned char kind) {
-    if (a->count == a->capacity) {
-        if (a->capacity > INT_MAX / 2 || (size_t)a->capacity > PY_SSIZE_T_MAX / 2 / sizeof(Node)) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        int capacity = a->capacity ? a->capacity * 2 : 32;
-        Node *grown = PyMem_Realloc(a->nodes, (size_t)capacity * sizeof(Node));
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        a->nodes = grown;
-        a->capacity = capacity;
-    }
-    Node *node = &a->nodes[a->count];
-    node->kind = kind;
-    node->leaf = 0;
-    node->first = node->last = node->next = -1;
-    node->name = NULL;
-    return a->count++;
-}
-
-static void add_child(Arena *a, int parent, int child) {
-    if (a->nodes[parent].last < 0) a->nodes[parent].first = child;
-    else a->nodes[a->nodes[parent].last].next = child;
-    a->nodes[parent].last = child;
-}
-
-static int value(Scan *s, PyObject *spec, Arena *a);
-
-/* The spec of the member named key[:size] in members (its str in *name), or NULL. */
-static PyObject *spec_of(PyObject *members, const unsigned char *key, Py_ssize_t size,
-                         PyObject **name) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(members); i++) {
-        PyObject *entry = PyTuple_GET_ITEM(members, i);
-        PyObject *raw = PyTuple_GET_ITEM(entry, 0);
-        if (PyBytes_GET_SIZE(raw) == size && memcmp(PyBytes_AS_STRING(raw), key, size) == 0) {
-            *name = PyTuple_GET_ITEM(entry, 1);
-            return PyTuple_GET_ITEM(entry, 2);
-        }
-    }
-    return NULL;
-}
-
-/* Whether the key key[:size] is among the first count keys. */
-static int repeated(const unsigned char **keys, const Py_ssize_t *sizes, int count,
-                    const unsigned char *key, Py_ssize_t size) {
-    for (int i = 0; i < count; i++)
-        if (sizes[i] == size && memcmp(keys[i], key, size) == 0) return 1;
-    return 0;
-}
-
-/* An object (s->p after its '{'); node: a schema node, or NULL to validate only. */
-static int object(Scan *s, PyObject *node, Arena *a) {
-    PyObject *members = node ? PyTuple_GET_ITEM(node, 0) : NULL;
-    int self = node ? new_node(a, A_OBJ) : NOTHING_KEPT;
-    if (self == -1) return -1;
-    skip_ws(s);
-    if (s->p < s->end && *s->p == '}') {
-        s->p++;
-        return self;
-    }
-    const unsigned char *keys[MAX_KEYS];
-    Py_ssize_t sizes[MAX_KEYS];
-    int count = 0;
-    for (;;) {
-        int escaped;
-        skip_ws(s);
-        if (s->p >= s->end || *s->p != '"' || !string(s, &escaped)) return -1;
-        const unsigned char *key = s->start + s->literal_start + 1;
-        Py_ssize_t size = s->literal_end - s->literal_start - 2;
-        /* A key spelled with escapes, or given twice, in any object: which member a parser
-         * sees is the full parse's to say (and what toolid does then, its rewriter's). */
-        if (escaped || count == MAX_KEYS || repeated(keys, sizes, count, key, size)) return -1;
-        keys[count] = key;
-        sizes[count++] = size;
-        PyObject *spec = NULL, *name = NULL;
-        if (members) spec = spec_of(members, key, size, &name);
-        if (!expect(s, ':')) return -1;
-        skip_ws(s);
-        int item = value(s, spec, a);
-        if (item == -1) return -1;
-        if (spec) {
-            a->nodes[item].name = name;
-            a->nodes[item].leaf = PyLong_Check(spec) && PyLong_AsLong(spec) == LEAF &&
-                                  a->nodes[item].kind == A_STR;
-            add_child(a, self, item);
-        }
-        int more = next_or_close(s, '}');
-        if (more == 0) return self;
-        if (more < 0) return -1;
-    }
-}
-
-/* An array (s->p after its '['); node: its objects are kept as the node's elements say, and
- * every element is kept (anything but such an object as A_NONE). */
-static int array(Scan *s, PyObject *node, Arena *a) {
-    PyObject *elements = node ? PyTuple_GET_ITEM(node, 1) : NULL;
-    if (elements == Py_None) elements = NULL;
-    int self = node ? new_node(a, A_ARR) : NOTHING_KEPT;
-    if (self == -1) return -1;
-    skip_ws(s);
-    if (s->p < s->end && *s->p == ']') {
-        s->p++;
-        return self;
-    }
-    for (;;) {
-        skip_ws(s);
-        int is_object = s->p < s->end && *s->p == '{';
-        int item = value(s, is_object && elements ? elements : NULL, a);
-        if (item == -1) return -1;
-        if (node) {
-            if (item == NOTHING_KEPT && (item = new_node(a, A_NONE)) == -1) return -1;
-            add_child(a, self, item);
-        }
-        int more = next_or_close(s, ']');
-        if (more == 0) return self;
-        if (more < 0) return -1;
-    }
-}
-
-/* What is kept of a scalar read with spec (LEAF, KEEP or a node: only A_NONE then). */
-static int scalar(Arena *a, PyObject *spec, int kind) {
-    return spec ? new_node(a, kind) : NOTHING_KEPT;
-}
-
-/* Any value (s->p at its first byte); spec: NULL (validate only), LEAF, KEEP or a node.
- * Returns its node (with a spec: always one, A_NONE when nothing is of use), NOTHING_KEPT
- * (no spec), or -1 (not ours, or an error: then an exception is set). */
-static int value(Scan *s, PyObject *spec, Arena *a) {
-    if (s->p >= s->end) return -1;
-    int kind = -1; /* -1: a node or nothing */
-    if (spec && PyLong_Check(spec)) kind = (int)PyLong_AsLong(spec);
-    PyObject *node = spec && PyTuple_Check(spec) ? spec : NULL;
-    unsigned char c = *s->p;
-    if (c == '{' || c == '[') {
-        if (++s->depth > MAX_DEPTH) return -1;
-        s->p++;
-        int read = c == '{' ? object(s, node, a) : array(s, node, a);
-        s->depth--;
-        if (read == NOTHING_KEPT && spec) return new_node(a, A_NONE);
-        return read;
-    }
-    if (c == '"') {
-        int escaped;
-        if (!string(s, &escaped)) return -1;
-        if (kind != LEAF && kind != KEEP) return scalar(a, spec, A_NONE);
-        if (escaped) return -1; /* the full parse reads escapes */
-        int self = new_node(a, A_STR);
-        if (self >= 0) {
-            a->nodes[self].start = s->literal_start;
-            a->nodes[self].end = s->literal_end;
-        }
-        return self;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-        int integer;
-        const unsigned char *at = s->p;
-        if (!number(s, &integer)) return -1;
-        if (kind != KEEP || !integer) return scalar(a, spec, A_NONE);
-        Py_ssize_t digits = s->p - at - (*at == '-');
-        if (digits > 18) return -1; /* parsers differ beyond 64 bits: the full parse */
-        long long number = 0;      /* at most 18 digits: no overflow */
-        for (const unsigned char *d = at + (*at == '-'); d < s->p; d++)
-            number = number * 10 + (*d - '0');
-        int self = new_node(a, A_INT);
-        if (self >= 0) a->nodes[self].integer = *at == '-' ? -number : number;
-        return self;
-    }
-    if (word(s, "true", 4)) return scalar(a, spec, kind == KEEP ? A_TRUE : A_NONE);
-    if (word(s, "false", 5)) return scalar(a, spec, kind == KEEP ? A_FALSE : A_NONE);
-    if (word(s, "null", 4)) return scalar(a, spec, A_NONE);
-    return -1;
-}
-
-/* --- id_spans: the table's tree walked over what the parse kept ------------------------------ */
-
-/* Where a walk stands: its path so far (as positions.Found.path spells it) and the numbers of
- * the calls it is inside (positions.Tree: numbered elements add their own). */
-#define PATH_SIZE 4096
-#define MAX_NUMBERS 64
-
-typedef struct {
-    const Arena *arena;
-    const unsigned char *buffer;
-    int numbered;
-    char path[PATH_SIZE];
-    Py_ssize_t size;
-    long long numbers[MAX_NUMBERS];
-    int count, root_count;
-    PyObject *found; /* a list of (start, end, slot, call, path, holder type) */
-} Walk;
-
-/* Add ".key" (or "key" first) to the path: 1, 0 (too long: not vouched) or -1 (an error). */
-static int push_key(Walk *w, PyObject *key) {
-    Py_ssize_t size;
-    const char *text = PyUnicode_AsUTF8AndSize(key, &size);
-    if (text == NULL) return -1;
-    Py_ssize_t dot = w->size > 0;
-    if (w->size + dot + size >= PATH_SIZE) return 0;
-    if (dot) w->path[w->size++] = '.';
-    memcpy(w->path + w->size, text, size);
-    w->size += size;
-    return 1;
-}
-
-/* Add "[index]" and, numbered, the element's number: 1, or 0 (too long, too deep). */
-static int push_index(Walk *w, Py_ssize_t index, long long number) {
-    char digits[24];
-    int size = snprintf(digits, sizeof digits, "[%zd]", index);
-    if (size < 0 || w->size + size >= PATH_SIZE) return 0;
-    if (w->numbered) {
-        if (w->count >= MAX_NUMBERS) return 0;
-        w->numbers[w->count++] = number;
-    }
-    memcpy(w->path + w->size, digits, size);
-    w->size += size;
-    return 1;
-}
-
-/* The child of an object named key, or -1 (names and keys are exact strs). */
-static int member(const Arena *a, int object, PyObject *key) {
-    for (int child = a->nodes[object].first; child >= 0; child = a->nodes[child].next)
-        if (a->nodes[child].name == key || PyUnicode_Compare(a->nodes[child].name, key) == 0)
-            return child;
-    return -1;
-}
-
-/* The child of an object named name (ASCII), or -1. */
-static int member_named(const Arena *a, int object, const char *name) {
-    for (int child = a->nodes[object].first; child >= 0; child = a->nodes[child].next)
-        if (PyUnicode_CompareWithASCIIString(a->nodes[child].name, name) == 0) return child;
-    return -1;
-}
-
-/* A node's string (its literal has no escapes: the parse vouched). */
-static PyObject *text_of(const Walk *w, int node) {
-    const Node *n = &w->arena->nodes[node];
-    return PyUnicode_DecodeUTF8((const char *)w->buffer + n->start + 1, n->end - n->start - 2,
-                                "strict");
-}
-
-/* Record the id in the string node value, member key of object holder, at slot. */
-static int found(Walk *w, int holder, int value, PyObject *key, PyObject *slot) {
-    Py_ssize_t saved = w->size;
-    int pushed = push_key(w, key);
-    if (pushed <= 0) return pushed;
-    PyObject *call = PyTuple_New(w->count);
-    for (int i = 0; call && i < w->count; i++) {
-        PyObject *number = PyLong_FromLongLong(w->numbers[i]);
-        if (number == NULL) Py_CLEAR(call);
-        else PyTuple_SET_ITEM(call, i, number);
-    }
-    int kind = member_named(w->arena, holder, "type");
-    PyObject *type = NULL;
-    if (call && kind >= 0 && w->arena->nodes[kind].kind == A_STR) type = text_of(w, kind);
-    else if (call) type = Py_NewRef(Py_None);
-    const Node *n = &w->arena->nodes[value];
-    PyObject *row = type ? Py_BuildValue("(nnOOs#N)", n->start, n->end, slot, call, w->path,
-                                         w->size, type)
-                         : NULL;
-    Py_XDECREF(call);
-    w->size = saved;
-    int appended = row ? PyList_Append(w->found, row) : -1;
-    Py_XDECREF(row);
-    return appended == 0 ? 1 : -1;
-}
-
-/* Whether an element goes on (positions.Tree.elements: types, needs, bare): 1, 0 or -1. */
-static int admits(const Walk *w, int element, PyObject *step) {
-    PyObject *types = PyTuple_GET_ITEM(step, 0), *needs = PyTuple_GET_ITEM(step, 1);
-    if (PyTuple_GET_ITEM(step, 2) == Py_True) return 1;
-    const Arena *a = w->arena;
-    if (a->nodes[element].kind != A_OBJ) return 0;
-    if (needs != Py_None) { /* one of the element's members among the names it needs */
-        int any = 0;
-        for (int child = a->nodes[element].first; !any && child >= 0; child = a->nodes[child].next)
-            any = PySet_Contains(needs, a->nodes[child].name);
-        if (any <= 0) return any;
-    }
-    if (types == Py_None) return 1;
-    int kind = member_named(a, element, "type");
-    if (kind < 0 || a->nodes[kind].kind != A_STR) return 0;
-    PyObject *text = text_of(w, kind);
-    int admitted = text ? PySet_Contains(types, text) : -1;
-    Py_XDECREF(text);
-    return admitted;
-}
-
-/* The walk of tree from node, as positions.find_ids's generated walker walks it: 1, 0 (not
- * vouched: a path too long or too deep) or -1 (an error). Finds come out per slot later. */
-static int walk(Walk *w, int node, PyObject *tree) {
-    const Arena *a = w->arena;
-    PyObject *leaves = PyTuple_GET_ITEM(tree, 0), *members = PyTuple_GET_ITEM(tree, 1);
-    PyObject *elements = PyTuple_GET_ITEM(tree, 2);
-    int done = 1;
-    if (a->nodes[node].kind == A_OBJ) {
-        for (Py_ssize_t i = 0; done > 0 && i < PyTuple_GET_SIZE(leaves); i++) {
-            PyObject *leaf = PyTuple_GET_ITEM(leaves, i), *key = PyTuple_GET_ITEM(leaf, 0);
-            int value = member(a, node, key);
-            if (value >= 0 && a->nodes[value].kind == A_STR)
-                done = found(w, node, value, key, PyTuple_GET_ITEM(leaf, 1));
-        }
-        for (Py_ssize_t i = 0; done > 0 && i < PyTuple_GET_SIZE(members); i++) {
-            PyObject *entry = PyTuple_GET_ITEM(members, i), *key = PyTuple_GET_ITEM(entry, 0);
-            int child = member(a, node, key);
-            if (child < 0 || a->nodes[child].kind == A_NONE) continue;
-            Py_ssize_t saved = w->size;
-            done = push_key(w, key);
-            if (done > 0) done = walk(w, child, PyTuple_GET_ITEM(entry, 1));
-            w->size = saved;
-        }
-    }
-    for (Py_ssize_t i = 0; done > 0 && i < PyTuple_GET_SIZE(elements); i++) {
-        PyObject *step = PyTuple_GET_ITEM(elements, i), *inside = PyTuple_GET_ITEM(step, 3);
-        if (a->nodes[node].kind != A_ARR) { /* an object is its own one element, unnumbered */
-            done = admits(w, node, step);
-            done = done > 0 ? walk(w, node, inside) : done == 0 ? 1 : -1;
-            continue;
-        }
-        Py_ssize_t index = 0;
-        for (int element = a->nodes[node].first; done > 0 && element >= 0;
-             element = a->nodes[element].next, index++) {
-            int admitted = admits(w, element, step);
-            if (admitted <= 0) {
-                done = admitted < 0 ? -1 : 1;
-                continue;
-            }
-            int own = a->nodes[element].kind == A_OBJ ? member_named(a, element, "index") : -1;
-            long long number = own >= 0 && a->nodes[own].kind == A_INT ? a->nodes[own].integer
-                                                                        : (long long)index;
-            Py_ssize_t saved = w->size;
-            int count = w->count;
-            done = push_index(w, index, number);
-            if (done > 0) done = walk(w, element, inside);
-            w->size = saved;
-            w->count = count;
-        }
-    }
-    return done;
 }
 
 /* Whether names is None or a frozenset of exact strs (looking a str up in it runs no Python
@@ -725,96 +351,361 @@ static int check_tree(PyObject *tree, int depth, Py_ssize_t *budget) {
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(elements); i++) {
         PyObject *step = PyTuple_GET_ITEM(elements, i);
-        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 4) goto bad;
-        if (!names_ok(PyTuple_GET_ITEM(step, 0)) || !names_ok(PyTuple_GET_ITEM(step, 1)) ||
+        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 4 ||
+            !names_ok(PyTuple_GET_ITEM(step, 0)) || !names_ok(PyTuple_GET_ITEM(step, 1)) ||
             !PyBool_Check(PyTuple_GET_ITEM(step, 2)) ||
             !check_tree(PyTuple_GET_ITEM(step, 3), depth + 1, budget))
             goto bad;
     }
     return 1;
 bad:
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "table: a malformed tree");
-    return 0;
+    return PyErr_Occurred() ? 0 : reject(PyExc_TypeError, "table: a malformed tree");
 }
 
 /* Whether table is (schema, tree, roots: tuple of str, numbered: bool): 0 with an exception
  * if not. */
 static int check_table(PyObject *table) {
     if (!PyTuple_CheckExact(table) || PyTuple_GET_SIZE(table) != 4 ||
-        !PyTuple_CheckExact(PyTuple_GET_ITEM(table, 2)) || !PyBool_Check(PyTuple_GET_ITEM(table, 3))) {
-        PyErr_SetString(PyExc_TypeError, "table: (schema, tree, roots: tuple, numbered: bool)");
-        return 0;
-    }
+        !PyTuple_CheckExact(PyTuple_GET_ITEM(table, 2)) || !PyBool_Check(PyTuple_GET_ITEM(table, 3)))
+        return reject(PyExc_TypeError, "table: (schema, tree, roots: tuple, numbered: bool)");
     PyObject *roots = PyTuple_GET_ITEM(table, 2);
-    if (PyTuple_GET_SIZE(roots) > MAX_NUMBERS) {
-        PyErr_SetString(PyExc_ValueError, "table: too many roots");
-        return 0;
-    }
+    if (PyTuple_GET_SIZE(roots) > MAX_NUMBERS) return reject(PyExc_ValueError, "table: roots");
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(roots); i++)
-        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(roots, i))) {
-            PyErr_SetString(PyExc_TypeError, "table: roots are strs");
-            return 0;
-        }
-    Py_ssize_t budget = SCHEMA_NODES;
-    if (!check_schema(PyTuple_GET_ITEM(table, 0), 0, &budget)) return 0;
-    budget = SCHEMA_NODES;
-    return check_tree(PyTuple_GET_ITEM(table, 1), 0, &budget);
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(roots, i)))
+            return reject(PyExc_TypeError, "table: roots are strs");
+    Py_ssize_t budget = SCHEMA_NODES, tree_budget = SCHEMA_NODES;
+    return check_schema(PyTuple_GET_ITEM(table, 0), 0, &budget) &&
+           check_tree(PyTuple_GET_ITEM(table, 1), 0, &tree_budget);
 }
 
-/* The walk of table's tree over an arena a parse of buffer made: the list of ids, None (not
- * vouched for) or NULL (an error). */
-static PyObject *walk_ids(const Arena *a, const unsigned char *buffer, PyObject *table) {
-    PyObject *roots = PyTuple_GET_ITEM(table, 2), *result = NULL;
-    Walk *w = PyMem_Malloc(sizeof(Walk));
-    if (w == NULL) return PyErr_NoMemory();
-    if ((w->found = PyList_New(0)) != NULL) {
-        w->arena = a;
-        w->buffer = buffer;
-        w->numbered = PyTuple_GET_ITEM(table, 3) == Py_True;
-        w->size = 0;
-        w->count = 0;
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(roots) && w->count == 0; i++) {
-            int root = member(a, 0, PyTuple_GET_ITEM(roots, i)); /* the call an event is about */
-            if (root >= 0 && a->nodes[root].kind == A_INT)
-                w->numbers[w->count++] = a->nodes[root].integer;
-        }
-        int walked = walk(w, 0, PyTuple_GET_ITEM(table, 1));
-        if (walked > 0) result = Py_NewRef(w->found);
-        else if (walked == 0) result = Py_NewRef(Py_None);
-        Py_DECREF(w->found);
+/* --- the parse: what the schema keeps, as an arena of C nodes ------------------------------- */
+
+/* What a parse keeps of a value. A_NONE: a member the schema names (or an array's element)
+ * whose value is of no use: nothing the walk reads. */
+enum { A_NONE, A_INT, A_STR, A_OBJ, A_ARR };
+
+typedef struct {
+    unsigned char kind;
+    int first, last, next; /* A_OBJ members, A_ARR elements, in order; -1: none */
+    PyObject *name;        /* a member's key (the schema's str, borrowed); NULL in arrays */
+    Py_ssize_t start, end; /* A_STR: the literal, quotes included */
+    long long integer;     /* A_INT */
+} Node;
+
+typedef struct {
+    Node *nodes;
+    int count, capacity;
+} Arena;
+
+#define NOTHING_KEPT (-2) /* a value validated and dropped (-1: not ours, or an error) */
+
+static int new_node(Arena *a, unsigned char kind) {
+    if (a->count == a->capacity) {
+        int capacity = a->capacity > INT_MAX / 2 ? 0 : a->capacity ? a->capacity * 2 : 32;
+        Node *grown = capacity == 0 || (size_t)capacity > PY_SSIZE_T_MAX / sizeof(Node)
+                          ? NULL
+                          : PyMem_Realloc(a->nodes, (size_t)capacity * sizeof(Node));
+        if (grown == NULL) return PyErr_NoMemory(), -1;
+        a->nodes = grown;
+        a->capacity = capacity;
     }
-    PyMem_Free(w);
-    return result;
+    Node *node = &a->nodes[a->count];
+    node->kind = kind;
+    node->first = node->last = node->next = -1;
+    node->name = NULL;
+    return a->count++;
 }
 
-/* The ids of the JSON object b[start:end] (the root is node 0): a list, None or NULL. */
+static void add_child(Arena *a, int parent, int child) {
+    if (a->nodes[parent].last < 0) a->nodes[parent].first = child;
+    else a->nodes[a->nodes[parent].last].next = child;
+    a->nodes[parent].last = child;
+}
+
+static int value(Scan *s, PyObject *spec, Arena *a);
+
+/* What is kept of a value of no use read with spec: nothing, or (with a spec) an A_NONE. */
+static int dropped(Arena *a, PyObject *spec) { return spec ? new_node(a, A_NONE) : NOTHING_KEPT; }
+
+/* An object or an array (s->p after its '{' or '['; close: '}' or ']'). node: a schema node,
+ * or NULL to validate only. Kept: an object's members the node names, an array's every
+ * element (its objects as the node's elements say, anything else as A_NONE). */
+static int container(Scan *s, PyObject *node, Arena *a, unsigned char close) {
+    PyObject *members = node ? PyTuple_GET_ITEM(node, 0) : NULL;
+    PyObject *elements = node && PyTuple_GET_ITEM(node, 1) != Py_None ? PyTuple_GET_ITEM(node, 1) : NULL;
+    int self = node ? new_node(a, close == '}' ? A_OBJ : A_ARR) : NOTHING_KEPT;
+    const unsigned char *keys[MAX_KEYS];
+    Py_ssize_t sizes[MAX_KEYS];
+    if (self == -1) return -1;
+    skip_ws(s);
+    if (s->p < s->end && *s->p == close) return s->p++, self;
+    for (int count = 0;; count++) {
+        PyObject *spec = NULL, *name = NULL;
+        int escaped;
+        skip_ws(s);
+        if (close == ']' && s->p < s->end && *s->p == '{') spec = elements;
+        if (close == '}') {
+            if (s->p >= s->end || *s->p != '"' || !string(s, &escaped)) return -1;
+            const unsigned char *key = s->start + s->literal_start + 1;
+            Py_ssize_t size = s->literal_end - s->literal_start - 2;
+            /* A key spelled with escapes, or given twice, in any object: which member a parser
+             * sees is the full parse's to say (and what toolid does then, its rewriter's). */
+            if (escaped || count == MAX_KEYS) return -1;
+            for (int i = 0; i < count; i++)
+                if (sizes[i] == size && memcmp(keys[i], key, size) == 0) return -1;
+            keys[count] = key, sizes[count] = size;
+            for (Py_ssize_t i = 0; members && !spec && i < PyTuple_GET_SIZE(members); i++) {
+                PyObject *entry = PyTuple_GET_ITEM(members, i), *raw = PyTuple_GET_ITEM(entry, 0);
+                if (PyBytes_GET_SIZE(raw) == size && memcmp(PyBytes_AS_STRING(raw), key, size) == 0)
+                    name = PyTuple_GET_ITEM(entry, 1), spec = PyTuple_GET_ITEM(entry, 2);
+            }
+            if (!expect(s, ':')) return -1;
+            skip_ws(s);
+        }
+        int item = value(s, spec, a);
+        if (item == -1) return -1;
+        if (node && close == ']' && item == NOTHING_KEPT && (item = new_node(a, A_NONE)) == -1)
+            return -1;
+        if (spec || (node && close == ']')) {
+            a->nodes[item].name = name;
+            add_child(a, self, item);
+        }
+        int more = next_or_close(s, close);
+        if (more <= 0) return more == 0 ? self : -1;
+    }
+}
+
+/* Any value (s->p at its first byte); spec: NULL (validate only), LEAF, KEEP or a node.
+ * Returns its node (with a spec: always one, A_NONE when nothing is of use), NOTHING_KEPT
+ * (no spec), or -1 (not ours, or an error: then an exception is set). */
+static int value(Scan *s, PyObject *spec, Arena *a) {
+    if (s->p >= s->end) return -1;
+    int kind = spec && PyLong_Check(spec) ? (int)PyLong_AsLong(spec) : -1; /* -1: a node */
+    int self;
+    unsigned char c = *s->p;
+    if (c == '{' || c == '[') {
+        if (++s->depth > MAX_DEPTH) return -1;
+        s->p++;
+        int read = container(s, kind < 0 ? spec : NULL, a, c == '{' ? '}' : ']');
+        s->depth--;
+        return read == NOTHING_KEPT ? dropped(a, spec) : read;
+    }
+    if (c == '"') {
+        int escaped;
+        if (!string(s, &escaped)) return -1;
+        if (kind < 0) return dropped(a, spec);
+        if (escaped || (self = new_node(a, A_STR)) < 0) return -1; /* escapes: the full parse */
+        a->nodes[self].start = s->literal_start;
+        a->nodes[self].end = s->literal_end;
+        return self;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        int integer;
+        const unsigned char *at = s->p, *d = at + (*at == '-');
+        if (!number(s, &integer)) return -1;
+        if (kind != KEEP || !integer) return dropped(a, spec);
+        if (s->p - d > 18) return -1; /* parsers differ beyond 64 bits: the full parse */
+        long long number = 0;         /* at most 18 digits: no overflow */
+        for (; d < s->p; d++) number = number * 10 + (*d - '0');
+        if ((self = new_node(a, A_INT)) >= 0) a->nodes[self].integer = *at == '-' ? -number : number;
+        return self;
+    }
+    if (word(s, "true", 4) || word(s, "false", 5) || word(s, "null", 4))
+        return dropped(a, spec);
+    return -1;
+}
+
+/* --- id_spans: the table's tree walked over what the parse kept ----------------------------- */
+
+/* Where a walk stands: its path so far (as positions.Found.path spells it) and the numbers of
+ * the calls it is inside (positions.Tree: numbered elements add their own). */
+typedef struct {
+    const Arena *arena;
+    const unsigned char *buffer;
+    int numbered, count;
+    char path[PATH_SIZE];
+    Py_ssize_t size;
+    long long numbers[MAX_NUMBERS];
+    PyObject *found; /* a list of (start, end, slot, call, path, holder type) */
+} Walk;
+
+/* Add ".key" (or "key" first) to the path: 1, 0 (too long: not vouched) or -1 (an error). */
+static int push_key(Walk *w, PyObject *key) {
+    Py_ssize_t size, dot = w->size > 0;
+    const char *text = PyUnicode_AsUTF8AndSize(key, &size);
+    if (text == NULL) return -1;
+    if (w->size + dot + size >= PATH_SIZE) return 0;
+    if (dot) w->path[w->size++] = '.';
+    memcpy(w->path + w->size, text, size);
+    w->size += size;
+    return 1;
+}
+
+/* Add "[index]" and, numbered, the element's number: 1, or 0 (too long, too deep). */
+static int push_index(Walk *w, Py_ssize_t index, long long number) {
+    char digits[24];
+    int size = snprintf(digits, sizeof digits, "[%zd]", index);
+    if (size < 0 || w->size + size >= PATH_SIZE) return 0;
+    if (w->numbered) {
+        if (w->count >= MAX_NUMBERS) return 0;
+        w->numbers[w->count++] = number;
+    }
+    memcpy(w->path + w->size, digits, size);
+    w->size += size;
+    return 1;
+}
+
+/* The child of an object named key (an exact str), or named name (ASCII) when key is NULL;
+ * -1 if none. */
+static int member(const Arena *a, int object, PyObject *key, const char *name) {
+    for (int child = a->nodes[object].first; child >= 0; child = a->nodes[child].next) {
+        PyObject *held = a->nodes[child].name;
+        if (key ? held == key || PyUnicode_Compare(held, key) == 0
+                : PyUnicode_CompareWithASCIIString(held, name) == 0)
+            return child;
+    }
+    return -1;
+}
+
+/* The string of an object's member "type", a new reference; NULL (none, or an error). */
+static PyObject *type_of(const Walk *w, int object) {
+    int kind = member(w->arena, object, NULL, "type");
+    if (kind < 0 || w->arena->nodes[kind].kind != A_STR) return NULL;
+    const Node *n = &w->arena->nodes[kind]; /* no escapes: the parse vouched */
+    return PyUnicode_DecodeUTF8((const char *)w->buffer + n->start + 1, n->end - n->start - 2,
+                                "strict");
+}
+
+/* Record the id in the string node value, member key of object holder, at slot. */
+static int found(Walk *w, int holder, int value, PyObject *key, PyObject *slot) {
+    Py_ssize_t saved = w->size;
+    int pushed = push_key(w, key);
+    if (pushed <= 0) return pushed;
+    PyObject *call = PyTuple_New(w->count), *type = NULL, *row = NULL;
+    for (int i = 0; call && i < w->count; i++) {
+        PyObject *number = PyLong_FromLongLong(w->numbers[i]);
+        if (number == NULL) Py_CLEAR(call);
+        else PyTuple_SET_ITEM(call, i, number);
+    }
+    if (call && (type = type_of(w, holder)) == NULL && !PyErr_Occurred()) type = Py_NewRef(Py_None);
+    const Node *n = &w->arena->nodes[value];
+    if (type) row = Py_BuildValue("(nnOOs#N)", n->start, n->end, slot, call, w->path, w->size, type);
+    Py_XDECREF(call);
+    w->size = saved;
+    int appended = row ? PyList_Append(w->found, row) : -1;
+    Py_XDECREF(row);
+    return appended == 0 ? 1 : -1;
+}
+
+/* Whether an element goes on (positions.Tree.elements: types, needs, bare): 1, 0 or -1. */
+static int admits(const Walk *w, int element, PyObject *step) {
+    PyObject *types = PyTuple_GET_ITEM(step, 0), *needs = PyTuple_GET_ITEM(step, 1);
+    if (PyTuple_GET_ITEM(step, 2) == Py_True) return 1;
+    const Arena *a = w->arena;
+    if (a->nodes[element].kind != A_OBJ) return 0;
+    if (needs != Py_None) { /* one of the element's members among the names it needs */
+        int any = 0;
+        for (int child = a->nodes[element].first; !any && child >= 0; child = a->nodes[child].next)
+            any = PySet_Contains(needs, a->nodes[child].name);
+        if (any <= 0) return any;
+    }
+    if (types == Py_None) return 1;
+    PyObject *text = type_of(w, element);
+    int admitted = text ? PySet_Contains(types, text) : PyErr_Occurred() ? -1 : 0;
+    Py_XDECREF(text);
+    return admitted;
+}
+
+/* The walk of tree from node, as positions.find_ids's generated walker walks it: 1, 0 (not
+ * vouched: a path too long or too deep) or -1 (an error). Finds come out per slot later. */
+static int walk(Walk *w, int node, PyObject *tree) {
+    const Arena *a = w->arena;
+    PyObject *leaves = PyTuple_GET_ITEM(tree, 0), *members = PyTuple_GET_ITEM(tree, 1);
+    PyObject *elements = PyTuple_GET_ITEM(tree, 2);
+    int done = 1;
+    if (a->nodes[node].kind == A_OBJ) {
+        for (Py_ssize_t i = 0; done > 0 && i < PyTuple_GET_SIZE(leaves); i++) {
+            PyObject *leaf = PyTuple_GET_ITEM(leaves, i), *key = PyTuple_GET_ITEM(leaf, 0);
+            int value = member(a, node, key, NULL);
+            if (value >= 0 && a->nodes[value].kind == A_STR)
+                done = found(w, node, value, key, PyTuple_GET_ITEM(leaf, 1));
+        }
+        for (Py_ssize_t i = 0; done > 0 && i < PyTuple_GET_SIZE(members); i++) {
+            PyObject *entry = PyTuple_GET_ITEM(members, i), *key = PyTuple_GET_ITEM(entry, 0);
+            int child = member(a, node, key, NULL);
+            if (child < 0 || a->nodes[child].kind == A_NONE) continue;
+            Py_ssize_t saved = w->size;
+            done = push_key(w, key);
+            if (done > 0) done = walk(w, child, PyTuple_GET_ITEM(entry, 1));
+            w->size = saved;
+        }
+    }
+    for (Py_ssize_t i = 0; done > 0 && i < PyTuple_GET_SIZE(elements); i++) {
+        PyObject *step = PyTuple_GET_ITEM(elements, i), *inside = PyTuple_GET_ITEM(step, 3);
+        if (a->nodes[node].kind != A_ARR) { /* an object is its own one element, unnumbered */
+            done = admits(w, node, step);
+            done = done > 0 ? walk(w, node, inside) : done == 0 ? 1 : -1;
+            continue;
+        }
+        Py_ssize_t index = 0;
+        for (int element = a->nodes[node].first; done > 0 && element >= 0;
+             element = a->nodes[element].next, index++) {
+            int admitted = admits(w, element, step);
+            if (admitted <= 0) {
+                done = admitted < 0 ? -1 : 1;
+                continue;
+            }
+            int own = a->nodes[element].kind == A_OBJ ? member(a, element, NULL, "index") : -1;
+            long long number = own >= 0 && a->nodes[own].kind == A_INT ? a->nodes[own].integer
+                                                                        : (long long)index;
+            Py_ssize_t saved = w->size;
+            int count = w->count;
+            done = push_index(w, index, number);
+            if (done > 0) done = walk(w, element, inside);
+            w->size = saved;
+            w->count = count;
+        }
+    }
+    return done;
+}
+
+/* The ids of the JSON object b[start:end] (the table checked): a list, None or NULL. */
 static PyObject *ids_of(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, PyObject *table) {
     Scan s = {b, b + start, b + end, 1, 0, 0};
     Arena a = {NULL, 0, 0};
-    PyObject *result = NULL;
-    int vouched = expect(&s, '{') && object(&s, PyTuple_GET_ITEM(table, 0), &a) == 0;
+    Walk w;
+    PyObject *roots = PyTuple_GET_ITEM(table, 2), *result = NULL;
+    int vouched = expect(&s, '{') && container(&s, PyTuple_GET_ITEM(table, 0), &a, '}') == 0;
     if (vouched) skip_ws(&s);
-    if (!PyErr_Occurred())
-        result = vouched && s.p == s.end ? walk_ids(&a, b, table) : Py_NewRef(Py_None);
+    if (PyErr_Occurred()) {
+    } else if (!vouched || s.p != s.end) {
+        result = Py_NewRef(Py_None);
+    } else if ((w.found = PyList_New(0)) != NULL) {
+        w.arena = &a, w.buffer = b, w.size = 0, w.count = 0;
+        w.numbered = PyTuple_GET_ITEM(table, 3) == Py_True;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(roots) && w.count == 0; i++) {
+            int root = member(&a, 0, PyTuple_GET_ITEM(roots, i), NULL); /* the call of an event */
+            if (root >= 0 && a.nodes[root].kind == A_INT) w.numbers[w.count++] = a.nodes[root].integer;
+        }
+        int walked = walk(&w, 0, PyTuple_GET_ITEM(table, 1));
+        result = walked > 0 ? Py_NewRef(w.found) : walked == 0 ? Py_NewRef(Py_None) : NULL;
+        Py_DECREF(w.found);
+    }
     PyMem_Free(a.nodes);
     return result;
 }
 
 static PyObject *id_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "id_spans(document, table) takes 2 arguments");
-        return NULL;
-    }
-    if (!check_table(args[1])) return NULL;
     Py_buffer view;
-    if (get_buffer(args[0], &view, "document") < 0) return NULL;
+    if (nargs != 2) return reject(PyExc_TypeError, "id_spans(document, table)"), NULL;
+    if (!check_table(args[1]) || get_buffer(args[0], &view, "document") < 0) return NULL;
     PyObject *result = ids_of(view.buf, 0, view.len, args[1]);
     PyBuffer_Release(&view);
     return result;
 }
 
-/* --- first_marker --------------------------------------------------------------------------- */
+/* --- the marker words: first_marker, and event_ids' search -------------------------------- */
 
 /* Where word[:size] first starts in hay[:n], or NULL (glibc's memmem scans at memory speed). */
 static const unsigned char *find_word(const unsigned char *hay, Py_ssize_t n,
@@ -830,122 +721,91 @@ static const unsigned char *find_word(const unsigned char *hay, Py_ssize_t n,
 #endif
 }
 
-/* The words are searched for in groups: the words of a group share their first `shortest`
- * bytes (the shortest word's size, at most 8), and the group's stem (the prefix all its words
- * share) is searched for once, its words tested where it is found. */
-static PyObject *first_marker(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
-    const unsigned char *words[MAX_MARKERS];
-    Py_ssize_t sizes[MAX_MARKERS], stems[MAX_MARKERS];
-    int group_of[MAX_MARKERS], first_word[MAX_MARKERS], count, groups = 0;
-    if (nargs != 2 || !PyTuple_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "first_marker(data, words: tuple)");
-        return NULL;
-    }
-    if (PyTuple_GET_SIZE(args[1]) < 1 || PyTuple_GET_SIZE(args[1]) > MAX_MARKERS) {
-        PyErr_SetString(PyExc_ValueError, "first_marker: 1 to 64 words");
-        return NULL;
-    }
-    count = (int)PyTuple_GET_SIZE(args[1]);
-    Py_ssize_t shortest = 8;
-    for (int i = 0; i < count; i++) {
-        PyObject *word = PyTuple_GET_ITEM(args[1], i);
-        if (!PyBytes_Check(word)) {
-            PyErr_SetString(PyExc_TypeError, "first_marker: the words are bytes");
-            return NULL;
-        }
-        if (PyBytes_GET_SIZE(word) < 1) {
-            PyErr_SetString(PyExc_ValueError, "first_marker: the words are not empty");
-            return NULL;
-        }
-        words[i] = (const unsigned char *)PyBytes_AS_STRING(word);
-        sizes[i] = PyBytes_GET_SIZE(word);
-        if (sizes[i] < shortest) shortest = sizes[i];
-    }
-    for (int i = 0; i < count; i++) {
-        int group = 0;
-        while (group < groups && memcmp(words[first_word[group]], words[i], shortest)) group++;
-        if (group == groups) {
-            first_word[groups] = i;
-            stems[groups++] = sizes[i];
-        }
-        Py_ssize_t common = 0;
-        const unsigned char *first = words[first_word[group]];
-        while (common < stems[group] && common < sizes[i] && words[i][common] == first[common])
-            common++;
-        stems[group] = common; /* at least shortest */
-        group_of[i] = group;
-    }
-    Py_buffer view;
-    if (get_buffer(args[0], &view, "data") < 0) return NULL;
-    const unsigned char *b = view.buf;
-    Py_ssize_t n = view.len, best = n; /* best: the first hit so far (n: none) */
-    for (int group = 0; group < groups; group++) {
-        const unsigned char *stem = words[first_word[group]];
-        Py_ssize_t from = 0;
-        /* a hit before best starts before best: the stem is within b[:best + stem - 1] */
-        Py_ssize_t stop = best < n - stems[group] + 1 ? best + stems[group] - 1 : n;
-        const unsigned char *at;
-        while ((at = find_word(b + from, stop - from, stem, stems[group]))) {
-            Py_ssize_t hit = at - b;
-            int spelled = 0;
-            for (int i = 0; i < count && !spelled; i++)
-                spelled = group_of[i] == group && sizes[i] <= n - hit &&
-                          memcmp(b + hit, words[i], sizes[i]) == 0;
-            if (spelled) {
-                best = hit;
-                break;
-            }
-            from = hit + 1;
-        }
-    }
-    PyBuffer_Release(&view);
-    return PyLong_FromSsize_t(best < n ? best : -1);
-}
-
-/* --- event_ids: the ids of the events of an SSE stream with LF line endings ------------------ */
-
-/* The words of a marker set, and where each next occurs (from one search on: each word's
- * occurrences are searched once, however many hits are asked for). */
+/* The words, searched for in groups: the words of a group share their first `shortest` bytes
+ * (the shortest word's size, at most 8), and the group's stem (the prefix all its words share)
+ * is searched for once, its words tested where it is found. What each group's search found is
+ * kept (next, found), so that a later search from further on does not search it again. */
 typedef struct {
     const unsigned char *words[MAX_MARKERS];
-    Py_ssize_t sizes[MAX_MARKERS], next[MAX_MARKERS];
-    int count;
+    Py_ssize_t sizes[MAX_MARKERS], stems[MAX_MARKERS], next[MAX_MARKERS];
+    int group_of[MAX_MARKERS], first[MAX_MARKERS], found[MAX_MARKERS], count, groups;
 } Words;
 
 /* 1, or 0 with TypeError or ValueError. */
 static int words_from(Words *m, PyObject *words) {
     if (!PyTuple_CheckExact(words) || PyTuple_GET_SIZE(words) < 1 ||
-        PyTuple_GET_SIZE(words) > MAX_MARKERS) {
-        PyErr_SetString(PyExc_TypeError, "words: a tuple of 1 to 64 non-empty bytes");
-        return 0;
-    }
+        PyTuple_GET_SIZE(words) > MAX_MARKERS)
+        return reject(PyExc_TypeError, "words: a tuple of 1 to 64 non-empty bytes");
+    Py_ssize_t shortest = 8;
     m->count = (int)PyTuple_GET_SIZE(words);
+    m->groups = 0;
     for (int i = 0; i < m->count; i++) {
         PyObject *word = PyTuple_GET_ITEM(words, i);
-        if (!PyBytes_CheckExact(word) || PyBytes_GET_SIZE(word) < 1) {
-            PyErr_SetString(PyExc_TypeError, "words: a tuple of 1 to 64 non-empty bytes");
-            return 0;
-        }
+        if (!PyBytes_CheckExact(word) || PyBytes_GET_SIZE(word) < 1)
+            return reject(PyExc_TypeError, "words: a tuple of 1 to 64 non-empty bytes");
         m->words[i] = (const unsigned char *)PyBytes_AS_STRING(word);
         m->sizes[i] = PyBytes_GET_SIZE(word);
-        m->next[i] = -1; /* not searched yet */
+        if (m->sizes[i] < shortest) shortest = m->sizes[i];
+    }
+    for (int i = 0, g; i < m->count; i++) {
+        for (g = 0; g < m->groups && memcmp(m->words[m->first[g]], m->words[i], shortest); g++) {}
+        if (g == m->groups) {
+            m->first[g] = i, m->stems[g] = m->sizes[i], m->next[g] = -1, m->found[g] = 0;
+            m->groups++;
+        }
+        Py_ssize_t common = 0; /* at least shortest */
+        while (common < m->stems[g] && common < m->sizes[i] &&
+               m->words[i][common] == m->words[m->first[g]][common])
+            common++;
+        m->stems[g] = common;
+        m->group_of[i] = g;
     }
     return 1;
 }
 
-/* Where the first word at or after from starts in b[:n], or -1. */
+/* Where the first word of group g at or after from starts in b[:n] if before `before`, else
+ * -1. from never decreases from one call to the next: no hit of the group starts in
+ * [from, next[g]) when next[g] >= from, and found[g] says whether one starts at next[g]. */
+static Py_ssize_t group_hit(Words *m, int g, const unsigned char *b, Py_ssize_t n,
+                            Py_ssize_t from, Py_ssize_t before) {
+    if (m->next[g] >= from) {
+        if (m->found[g] || m->next[g] >= before)
+            return m->found[g] && m->next[g] < before ? m->next[g] : -1;
+        from = m->next[g];
+    }
+    const unsigned char *stem = m->words[m->first[g]], *at;
+    Py_ssize_t size = m->stems[g], stop = before <= n - size ? before + size - 1 : n;
+    for (; (at = find_word(b + from, stop - from, stem, size)) != NULL; from = at - b + 1)
+        for (int i = 0; i < m->count; i++)
+            if (m->group_of[i] == g && m->sizes[i] <= n - (at - b) &&
+                memcmp(at, m->words[i], m->sizes[i]) == 0)
+                return m->found[g] = 1, m->next[g] = at - b;
+    m->found[g] = 0;
+    return m->next[g] = before, -1;
+}
+
+/* Where the first word at or after from starts in b[:n], or -1 (from never decreases). */
 static Py_ssize_t next_hit(Words *m, const unsigned char *b, Py_ssize_t from, Py_ssize_t n) {
-    Py_ssize_t best = n;
-    for (int i = 0; i < m->count; i++) {
-        if (m->next[i] < from && m->next[i] != n) {
-            const unsigned char *at = find_word(b + from, n - from, m->words[i], m->sizes[i]);
-            m->next[i] = at ? at - b : n;
-        }
-        if (m->next[i] < best) best = m->next[i];
+    Py_ssize_t best = n; /* a hit before best starts before best: only that is searched for */
+    for (int g = 0; g < m->groups; g++) {
+        Py_ssize_t hit = group_hit(m, g, b, n, from, best);
+        if (hit >= 0) best = hit;
     }
     return best < n ? best : -1;
 }
+
+static PyObject *first_marker(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    Words m;
+    Py_buffer view;
+    if (nargs != 2) return reject(PyExc_TypeError, "first_marker(data, words)"), NULL;
+    if (!words_from(&m, args[1]) || get_buffer(args[0], &view, "data") < 0) return NULL;
+    Py_ssize_t hit = next_hit(&m, view.buf, 0, view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(hit);
+}
+
+/* --- event_ids: the events of an SSE stream with LF line endings, and their ids ------------ */
 
 /* Where "\n\n" last starts in b[from:to], or -1. */
 static Py_ssize_t last_blank(const unsigned char *b, Py_ssize_t from, Py_ssize_t to) {
@@ -957,8 +817,7 @@ static Py_ssize_t last_blank(const unsigned char *b, Py_ssize_t from, Py_ssize_t
 /* Where "\n\n" first starts in b[from:to], or -1. */
 static Py_ssize_t first_blank(const unsigned char *b, Py_ssize_t from, Py_ssize_t to) {
     for (const unsigned char *at = b + from; to - (at - b) >= 2; at++) {
-        at = memchr(at, '\n', to - (at - b) - 1);
-        if (at == NULL) return -1;
+        if ((at = memchr(at, '\n', to - (at - b) - 1)) == NULL) return -1;
         if (at[1] == '\n') return at - b;
     }
     return -1;
@@ -967,30 +826,22 @@ static Py_ssize_t first_blank(const unsigned char *b, Py_ssize_t from, Py_ssize_
 static PyObject *event_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     Words m;
-    int overflow;
-    if (nargs != 4 || !PyLong_CheckExact(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "event_ids(data, words, limit: int, table)");
-        return NULL;
-    }
-    long long limit = PyLong_AsLongLongAndOverflow(args[2], &overflow);
-    if (overflow < 0 || (!overflow && limit < 0)) {
-        PyErr_SetString(PyExc_ValueError, "limit: not negative");
-        return NULL;
-    }
-    if (overflow > 0) limit = LLONG_MAX;
-    if (!words_from(&m, args[1]) || !check_table(args[3])) return NULL;
     Py_buffer view;
-    if (get_buffer(args[0], &view, "data") < 0) return NULL;
+    int overflow;
+    if (nargs != 4 || !PyLong_CheckExact(args[2]))
+        return reject(PyExc_TypeError, "event_ids(data, words, limit: int, table)"), NULL;
+    long long limit = PyLong_AsLongLongAndOverflow(args[2], &overflow);
+    if (overflow < 0 || (!overflow && limit < 0))
+        return reject(PyExc_ValueError, "limit: not negative"), NULL;
+    if (overflow > 0) limit = LLONG_MAX;
+    if (!words_from(&m, args[1]) || !check_table(args[3]) || get_buffer(args[0], &view, "data") < 0)
+        return NULL;
     const unsigned char *b = view.buf;
     Py_ssize_t n = view.len, start = 0;
-    if (memchr(b, '\r', n) != NULL) { /* other line endings: not this function's */
-        PyBuffer_Release(&view);
-        Py_RETURN_NONE;
-    }
-    PyObject *events = PyList_New(0), *result = NULL;
+    PyObject *events = memchr(b, '\r', n) ? NULL : PyList_New(0), *result = NULL;
     while (events) {
-        Py_ssize_t hit = next_hit(&m, b, start, n), to = hit < 0 ? n : hit;
-        Py_ssize_t blank = last_blank(b, start, to);
+        Py_ssize_t hit = next_hit(&m, b, start, n);
+        Py_ssize_t blank = last_blank(b, start, hit < 0 ? n : hit);
         if (blank >= 0) { /* whole events without a marker: a run of k LFs ends k / 2 */
             Py_ssize_t first = blank;
             while (first > start && b[first - 1] == '\n') first--;
@@ -998,16 +849,17 @@ static PyObject *event_ids(PyObject *module, PyObject *const *args, Py_ssize_t n
         }
         if (hit < 0 || (blank = first_blank(b, start, n)) < 0) break;
         Py_ssize_t end = blank + 2; /* the event [start, end) holds a marker */
-        PyObject *ids = NULL;
-        int one_line = end - start <= limit && end - start >= 8 && memcmp(b + start, "data: ", 6) == 0 &&
+        int one_line = end - start <= limit && end - start >= 8 &&
+                       memcmp(b + start, "data: ", 6) == 0 &&
                        memchr(b + start, '\n', end - start) == b + end - 2;
-        ids = one_line ? ids_of(b, start + 6, end - 2, args[3]) : Py_NewRef(Py_None);
+        PyObject *ids = one_line ? ids_of(b, start + 6, end - 2, args[3]) : Py_NewRef(Py_None);
         PyObject *event = ids ? Py_BuildValue("(nnN)", start, end, ids) : NULL;
         if (event == NULL || PyList_Append(events, event) < 0) Py_CLEAR(events);
         Py_XDECREF(event);
         start = end;
     }
     if (events) result = Py_BuildValue("(nN)", start, events);
+    else if (!PyErr_Occurred()) result = Py_NewRef(Py_None); /* a CR: not this function's */
     PyBuffer_Release(&view);
     return result;
 }
@@ -1016,26 +868,19 @@ static PyObject *event_ids(PyObject *module, PyObject *const *args, Py_ssize_t n
 
 /* An edit's offset: an int (no __index__ is called) in [0, size], or -1 with an exception. */
 static Py_ssize_t offset(PyObject *number, Py_ssize_t size) {
-    if (!PyLong_Check(number)) {
-        PyErr_SetString(PyExc_TypeError, "an edit's start and end are ints");
-        return -1;
-    }
     int overflow;
-    long long at = PyLong_AsLongLongAndOverflow(number, &overflow);
-    if (overflow || at < 0 || at > size) {
-        PyErr_SetString(PyExc_ValueError, "an edit is outside the document");
-        return -1;
-    }
-    return (Py_ssize_t)at;
+    long long at = PyLong_Check(number) ? PyLong_AsLongLongAndOverflow(number, &overflow) : -1;
+    if (!PyLong_Check(number)) reject(PyExc_TypeError, "an edit's start and end are ints");
+    else if (overflow || at < 0 || at > size) reject(PyExc_ValueError, "an edit is outside the document");
+    else return (Py_ssize_t)at;
+    return -1;
 }
 
 static PyObject *splice(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 2 || !PyBytes_Check(args[0]) ||
-        !(PyList_CheckExact(args[1]) || PyTuple_CheckExact(args[1]))) {
-        PyErr_SetString(PyExc_TypeError, "splice(document: bytes, edits: list | tuple)");
-        return NULL;
-    }
+        !(PyList_CheckExact(args[1]) || PyTuple_CheckExact(args[1])))
+        return reject(PyExc_TypeError, "splice(document: bytes, edits: list | tuple)"), NULL;
     PyObject *edits = args[1];
     const char *document = PyBytes_AS_STRING(args[0]);
     Py_ssize_t size = PyBytes_GET_SIZE(args[0]), count = PySequence_Fast_GET_SIZE(edits);
@@ -1043,23 +888,17 @@ static PyObject *splice(PyObject *module, PyObject *const *args, Py_ssize_t narg
     for (Py_ssize_t i = 0; i < count; i++) { /* check everything before writing anything */
         PyObject *edit = PySequence_Fast_GET_ITEM(edits, i);
         if (!PyTuple_Check(edit) || PyTuple_GET_SIZE(edit) != 3 ||
-            !PyBytes_Check(PyTuple_GET_ITEM(edit, 2))) {
-            PyErr_SetString(PyExc_TypeError, "an edit is (start: int, end: int, text: bytes)");
-            return NULL;
-        }
+            !PyBytes_Check(PyTuple_GET_ITEM(edit, 2)))
+            return reject(PyExc_TypeError, "an edit is (start: int, end: int, text: bytes)"), NULL;
         Py_ssize_t start = offset(PyTuple_GET_ITEM(edit, 0), size);
         Py_ssize_t end = start < 0 ? -1 : offset(PyTuple_GET_ITEM(edit, 1), size);
         if (end < 0) return NULL;
-        if (start < at || end < start) {
-            PyErr_SetString(PyExc_ValueError, "edits must be sorted and apart");
-            return NULL;
-        }
+        if (start < at || end < start)
+            return reject(PyExc_ValueError, "edits must be sorted and apart"), NULL;
         Py_ssize_t text = PyBytes_GET_SIZE(PyTuple_GET_ITEM(edit, 2));
         /* total >= end - start here: total - (end - start) >= 0, and text is added to it */
-        if (text > PY_SSIZE_T_MAX - (total - (end - start))) {
-            PyErr_SetString(PyExc_ValueError, "the spliced document would be too large");
-            return NULL;
-        }
+        if (text > PY_SSIZE_T_MAX - (total - (end - start)))
+            return reject(PyExc_ValueError, "the spliced document would be too large"), NULL;
         total += text - (end - start);
         at = end;
     }
@@ -1106,7 +945,8 @@ static PyModuleDef_Slot slots[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "toolid._native",
-    .m_doc = "Pure primitives over bytes: id_spans, first_marker, splice (toolid/native.py).",
+    .m_doc = "Pure primitives over bytes: id_spans, event_ids, first_marker, splice "
+             "(toolid/native.py).",
     .m_size = 0,
     .m_methods = methods,
     .m_slots = slots,
