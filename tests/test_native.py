@@ -1,8 +1,13 @@
 """The native primitives (toolid/_native.c), each against its Python twin.
 
-- ``parse``: whatever it vouches for, the full parse (``jsonparse.loads``) reads alike: the
-  ids ``positions.find_ids`` finds in the pruned document are those of the full one (key,
-  value, path, role, call), and each span is the literal of its id; anything else is None.
+- ``id_spans``: whatever it vouches for, the full parse (``jsonparse.loads``, with orjson and
+  with the standard library) reads alike: its ids, sorted by slot as ``locate.spanned`` sorts
+  them, are those ``positions.find_ids`` finds (key, value, path, role, call, kind, the
+  holder's type), and each span is the literal of its id (replaced, the full parse finds the
+  replacement at that very position); anything else is None.
+- ``event_ids``: the events ``sse.EventFramer.feed_marked`` frames (a fresh framer fed the
+  piece, with the markers), where the incomplete rest starts, and for each one-line event
+  ``id_spans`` of its data, shifted; None for a piece holding a CR.
 - ``first_marker``: where ``bytes.find`` (a regex) finds the first of the words.
 - ``splice``: ``body.apply``'s Python loop.
 - Every argument of the wrong type or shape gives TypeError or ValueError (in a child
@@ -24,6 +29,7 @@ import sys
 import sysconfig
 from collections.abc import Iterator
 from contextlib import contextmanager
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -36,15 +42,18 @@ from tests.fuzz.budget import fuzz
 from tests.fuzz.strategies import INVALID_UTF8, SURROGATE_BYTES
 from tests.fuzz.test_fuzz_body import chaos_case
 from tests.test_jsonparse import stdlib_only
-from toolid import jsonparse, native, prune
-from toolid.positions import Api, Doc, find_ids
+from tests.test_stream import cases
+from toolid import body, jsonparse, native, prune
+from toolid.markers import Markers
+from toolid.positions import TYPE, Api, Doc, Role, Tree, find_ids, positions
+from toolid.sse import EventFramer
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
 SOURCE = REPO / "toolid" / "_native.c"
 EXTENSION: Any = native.extension
 needs_it = pytest.mark.skipif(EXTENSION is None, reason="the native accelerator is not built")
-API_DOCS = sorted(prune.SCHEMAS, key=str)
+API_DOCS = sorted(prune.TABLES, key=str)
 
 
 @contextmanager
@@ -57,7 +66,9 @@ def python_only() -> Iterator[None]:
         native.extension = saved
 
 
-# --- parse ---------------------------------------------------------------------------------
+# --- id_spans ------------------------------------------------------------------------------
+
+type Row = tuple[str, str, str, Role, tuple[int, ...], str, str | None]  # an id, as compared
 
 
 def _full(document: bytes) -> Any:
@@ -67,29 +78,60 @@ def _full(document: bytes) -> Any:
         return None
 
 
-def _ids(document: Any, api: Api, doc: Doc) -> list[tuple[str, str, str, str, tuple[int, ...]]]:
-    return [(f.key, f.value, f.path, f.role.value, f.call) for f in find_ids(document, api, doc)]
+def _holder_type(holder: dict[str, Any]) -> str | None:
+    kind = holder.get(TYPE)
+    return kind if isinstance(kind, str) else None
+
+
+def _twin(parsed: Any, api: Api, doc: Doc) -> list[Row]:
+    """The ids ``find_ids`` finds in a parsed document."""
+    return [
+        (f.key, f.value, f.path, f.role, f.call, f.kind, _holder_type(f.holder))
+        for f in find_ids(parsed, api, doc)
+    ]
+
+
+def _rows(document: bytes, spans: list[Any], api: Api, doc: Doc) -> list[Row]:
+    """What ``id_spans`` reported, in find_ids' order (``locate.spanned``'s sort)."""
+    entries = positions(api, doc)
+    rows = []
+    for start, end, slot, call, path, holder_type in sorted(spans, key=itemgetter(2)):
+        entry = entries[slot]
+        value = document[start + 1 : end - 1].decode()
+        rows.append((entry.key, value, path, entry.role, call, entry.kind, holder_type))
+    return rows
 
 
 def assert_vouched(document: bytes, api: Api, doc: Doc) -> bool:
-    """If ``parse`` reads ``document``, it is JSON, the ids read off the pruned document are
-    those of a full parse, and each span is the literal of its id. Whether it read it."""
-    result = EXTENSION.parse(document, prune.SCHEMAS[(api, doc)])
-    if result is None:
+    """If ``id_spans`` reads ``document``, it is JSON, its ids are those of a full parse and
+    each span is the literal of its id. Whether it read it."""
+    spans = EXTENSION.id_spans(document, prune.TABLES[(api, doc)])
+    if spans is None:
         return False
-    parsed, spans = result
+    assert type(spans) is list
+    for start, end, slot, call, path, holder_type in spans:
+        assert 0 <= start < end <= len(document) and type(slot) is int and type(path) is str
+        assert type(call) is tuple and all(type(n) is int for n in call)
+        assert holder_type is None or type(holder_type) is str
+        assert document[start : start + 1] == document[end - 1 : end] == b'"'
+        assert json.loads(document[start:end]) == document[start + 1 : end - 1].decode()
     full = _full(document)
     assert full is not None, "vouched for a document that does not parse"
+    rows = _rows(document, spans, api, doc)
     with python_only():
-        assert _ids(parsed, api, doc) == _ids(full, api, doc)
+        assert rows == _twin(full, api, doc)
         with stdlib_only():
-            assert _ids(parsed, api, doc) == _ids(full, api, doc)
-        for found in find_ids(parsed, api, doc):
-            start, end = spans[(id(found.holder), found.key)]
-            assert document[start : start + 1] == document[end - 1 : end] == b'"'
-            assert json.loads(document[start:end]) == found.value
-    if doc is Doc.REQUEST:
-        assert (parsed.get("stream") is True) == (full.get("stream") is True)
+            assert rows == _twin(jsonparse.loads(document), api, doc)
+        # Each span is its position's literal: replaced by a mark of its own, the full parse
+        # finds each mark where the span's id was.
+        distinct = sorted({(start, end) for start, end, *_ in spans})
+        marks = {span: b'"@%d@"' % i for i, span in enumerate(distinct)}
+        marked = EXTENSION.splice(document, [(*span, marks[span]) for span in distinct])
+        expected = [
+            marks[(start, end)][1:-1].decode()
+            for start, end, *_ in sorted(spans, key=itemgetter(2))
+        ]
+        assert [row[1] for row in _twin(jsonparse.loads(marked), api, doc)] == expected
     return True
 
 
@@ -98,17 +140,23 @@ def _corpus() -> list[bytes]:
     streams and of tests/streams.py's, with every raw id and spacing."""
     documents = [path.read_bytes() for path in sorted(DATA.glob("*.json"))]
     documents += (DATA / "transcript.jsonl").read_bytes().splitlines()
+    for body_ in _bodies():
+        documents += [b"\n".join(group) for group in streams.data_groups(body_)]
+    return documents
+
+
+def _bodies() -> list[bytes]:
+    """The repository's streams and tests/streams.py's, with every raw id and spacing."""
     bodies = [path.read_bytes() for path in sorted(DATA.glob("*.sse"))]
     for api in Api:
         for raw in (*streams.RAW_IDS, *streams.CONFORMING_IDS):
             for style in ("compact", "spaced", "pretty"):
                 bodies.append(streams.render(streams.events_for(api, raw), style=style))
-    for body in bodies:
-        documents += [b"\n".join(group) for group in streams.data_groups(body)]
-    return documents
+    return bodies
 
 
 CORPUS = _corpus()
+BODIES = _bodies()
 
 
 @needs_it
@@ -125,10 +173,20 @@ def test_the_recorded_documents_are_read_with_their_ids(name: str) -> None:
     api, doc = Api(api_name), Doc(doc_name)
     document = (DATA / name).read_bytes()
     assert assert_vouched(document, api, doc)
-    parsed, spans = EXTENSION.parse(document, prune.SCHEMAS[(api, doc)])
-    with python_only():
-        assert len(find_ids(parsed, api, doc)) > 0
-    assert spans
+    assert EXTENSION.id_spans(document, prune.TABLES[(api, doc)])
+
+
+@needs_it
+def test_the_recorded_events_are_read_with_their_ids() -> None:
+    found = 0
+    for path in sorted(DATA.glob("*.sse")):
+        api = Api(path.name.split("_")[0])
+        for group in streams.data_groups(path.read_bytes()):
+            document = b"\n".join(group)
+            if document != b"[DONE]":
+                assert assert_vouched(document, api, Doc.EVENT)
+                found += len(EXTENSION.id_spans(document, prune.TABLES[(api, Doc.EVENT)]))
+    assert found > 0
 
 
 @needs_it
@@ -137,7 +195,7 @@ def test_the_recorded_documents_are_read_with_their_ids(name: str) -> None:
 def test_documents_spelled_every_way(case: Any) -> None:
     document, api, doc, _, _ = case
     assert_vouched(document, api, doc)
-    for other in API_DOCS:  # and read with every other schema
+    for other in API_DOCS:  # and read with every other table
         assert_vouched(document, *other)
 
 
@@ -174,11 +232,12 @@ def test_any_bytes(document: bytes, api_doc: tuple[Api, Doc]) -> None:
         b'{"a":{' + b",".join(b'"k%d":0' % i for i in range(65)) + b"}}",  # 65 members
         b'{"messages":[{"tool_call_id":"\\u0061"}]}',  # an escape in a kept string
         b'{"messages":[{"tool_c\\u0061ll_id":"a"}]}',  # an escape in a kept object's key
+        b'{"messages":[{"tool_calls":[{"id":"a","type":"\\n"}]}]}',  # ... in a kept type
         b'{"messages":[{"content":"\\ud800"}]}',  # a lone surrogate escape, even skipped
         b'{"messages":[{"content":"\xed\xa0\x80"}]}',  # a raw surrogate
         b'{"messages":[{"content":NaN}]}',
         b'{"messages":[{"index":123456789012345678901234}]}',  # beyond 64 bits, kept
-        b'{"stream":1234567890123456789}',  # 19 digits, kept
+        b'{"messages":[{"index":1234567890123456789}]}',  # 19 digits, kept
         b"\xef\xbb\xbf{}",  # a byte order mark
         b"[]",  # not an object
         b'"x"',
@@ -197,19 +256,49 @@ def test_any_bytes(document: bytes, api_doc: tuple[Api, Doc]) -> None:
     ],
 )
 def test_what_it_leaves_to_the_full_parse(document: bytes) -> None:
-    assert EXTENSION.parse(document, prune.SCHEMAS[(Api.CHAT, Doc.REQUEST)]) is None
+    assert EXTENSION.id_spans(document, prune.TABLES[(Api.CHAT, Doc.REQUEST)]) is None
+
+
+@needs_it
+def test_the_walks_limits() -> None:
+    """Paths of at most 4095 bytes, at most 64 call numbers: else None (the full parse)."""
+    leaf = ("id", 0, Role.DEFINES, "call")
+    ids: prune.Node = (((b"id", "id", prune.LEAF),), None)
+    for size, vouched in ((4092, True), (4093, False)):  # the path: key + ".id"
+        key = "k" * size
+        table = (
+            (((key.encode(), key, ids),), None),
+            Tree((), ((key, Tree((leaf,), (), ())),), ()),
+            (),
+            True,
+        )
+        document = b'{"%s":{"id":"x"}}' % key.encode()
+        got = EXTENSION.id_spans(document, table)
+        assert (got is not None) == vouched, size
+        assert got is None or got[0][4] == key + ".id"
+    for depth, vouched in ((64, True), (65, False)):
+        tree, schema = Tree((leaf,), (), ()), ids
+        for _ in range(depth):
+            tree = Tree((), (("a", Tree((), (), ((None, None, False, tree),))),), ())
+            schema = (((b"a", "a", ((), schema)),), None)
+        document = b'{"a":[' * depth + b'{"id":"x"}' + b"]}" * depth
+        got = EXTENSION.id_spans(document, (schema, tree, (), True))
+        assert (got is not None) == vouched, depth
+        if vouched:
+            assert got[0][3] == (0,) * depth and got[0][4] == "a[0]." * depth + "id"
+        assert EXTENSION.id_spans(document, (schema, tree, (), False)) is not None  # unnumbered
 
 
 @needs_it
 def test_how_deep_it_goes() -> None:
-    schema = prune.SCHEMAS[(Api.CHAT, Doc.REQUEST)]
+    table = prune.TABLES[(Api.CHAT, Doc.REQUEST)]
     for depth in (198, 199, 200, 201):  # the root object is level 1
         document = b'{"a":' + b"[" * depth + b"]" * depth + b"}"
-        assert (EXTENSION.parse(document, schema) is None) == (depth > 199)
+        assert (EXTENSION.id_spans(document, table) is None) == (depth > 199)
 
 
 @needs_it
-def test_what_a_pruned_request_keeps() -> None:
+def test_what_a_request_reports() -> None:
     document = json.dumps(
         {
             "model": "m",
@@ -219,52 +308,214 @@ def test_what_a_pruned_request_keeps() -> None:
                 {"role": "assistant", "tool_calls": [{"id": "x:1", "type": "function"}]},
                 {"role": "tool", "tool_call_id": "x:1", "content": '{"id": "x:1"}'},
                 [1, "a", {"tool_call_id": "y"}],
+                {"tool_call_id": 7, "tool_calls": {"id": "z"}},
             ],
         }
     ).encode()
-    parsed, spans = EXTENSION.parse(document, prune.SCHEMAS[(Api.CHAT, Doc.REQUEST)])
-    assert parsed == {
-        "stream": True,
-        "messages": [
-            {},
-            {"tool_calls": [{"id": "x:1", "type": "function"}]},
-            {"tool_call_id": "x:1"},
-            None,
-        ],
-    }
+    spans = EXTENSION.id_spans(document, prune.TABLES[(Api.CHAT, Doc.REQUEST)])
     first = document.find(b'"x:1"')
     second = document.find(b'"x:1"', first + 1)
-    assert sorted(spans.values()) == [(first, first + 5), (second, second + 5)]
-    message = parsed["messages"][2]
-    assert spans[(id(message), "tool_call_id")] == (second, second + 5)
+    third = document.find(b'"z"')
+    got = [(start, end, call, path, kind) for start, end, _, call, path, kind in spans]
+    assert sorted(got) == [
+        (first, first + 5, (), "messages[1].tool_calls[0].id", "function"),
+        (second, second + 5, (), "messages[2].tool_call_id", None),
+        (third, third + 3, (), "messages[4].tool_calls.id", None),  # an object: one element
+    ]
+    assert assert_vouched(document, Api.CHAT, Doc.REQUEST)
 
 
 @needs_it
-def test_what_a_schema_keeps_of_each_value() -> None:
+def test_what_a_table_reads_of_each_value() -> None:
+    """Call numbers (the root's, each element's ``index`` or position), holder types."""
     leaf, keep = prune.LEAF, prune.KEEP
-    inner: prune.Node = (((b"k", "k", keep),), None)
-    listed: prune.Node = ((), inner)  # arrays of objects read as inner
-    schema: prune.Node = (
-        ((b"l", "l", leaf), (b"k", "k", keep), (b"n", "n", listed), (b"\xc3\xa9", "é", keep)),
+    item: prune.Node = (
+        ((b"id", "id", leaf), (b"type", "type", keep), (b"index", "index", keep)),
         None,
     )
-    document = '{"l":"a","k":-12,"n":[{"k":true,"x":1},{"k":1.5},2],"é":"ü","z":{"k":1}}'
-    parsed, spans = EXTENSION.parse(document.encode(), schema)
-    assert parsed == {"l": "a", "k": -12, "n": [{"k": True}, {"k": None}, None], "é": "ü"}
-    assert list(spans) == [(id(parsed), "l")]
-    for value, kept in [("1", 1), ("null", None), ("false", False), ('"\\n"', "?"), ("{}", None)]:
-        result = EXTENSION.parse(f'{{"k":{value}}}'.encode(), schema)
-        assert (result and result[0]) == ({"k": kept} if kept != "?" else None)
+    schema: prune.Node = (
+        ((b"a", "a", (item[0], item)), (b"n", "n", keep), (b"\xc3\xa9", "é", item)),
+        None,
+    )
+    inside = Tree((("id", 1, Role.REFERS, "call"),), (), ())
+    tree = Tree((), (("a", Tree((), (), ((None, None, False, inside),))), ("é", inside)), ())
+    table = (schema, tree, ("n",), True)
+    document = (
+        '{"n":3,"a":[{"id":"x","type":"t","index":5},{"id":"y","index":1.5},'
+        '{"index":-2,"id":"z","type":7},"s",{"id":1},{"id":"ü","type":"ü","index":true}],'
+        '"é":{"id":"w","type":"function"},"z":{"id":"q"}}'
+    ).encode()
+    got = [row[2:] for row in EXTENSION.id_spans(document, table)]
+    assert got == [
+        (1, (3, 5), "a[0].id", "t"),
+        (1, (3, 1), "a[1].id", None),
+        (1, (3, -2), "a[2].id", None),
+        (1, (3, 5), "a[5].id", "ü"),
+        (1, (3,), "é.id", "function"),
+    ]
+    assert EXTENSION.id_spans(b'{"n":3.0,"a":{"id":"x"}}', table)[0][2:] == (1, (), "a.id", None)
+    for spoiled in ('"\\n"', "12345678901234567890"):  # what it keeps but does not vouch for
+        assert EXTENSION.id_spans(b'{"a":[{"type":%s}]}' % spoiled.encode(), table) is None
+        assert EXTENSION.id_spans(b'{"n":%s}' % spoiled.encode(), table) is None
+    assert EXTENSION.id_spans(b'{"n":"\\n","x":"\\n"}', (schema, tree, (), True)) is None
+    assert EXTENSION.id_spans(b'{"n":7,"x":"\\n"}', (schema, tree, (), False)) == []
 
 
 @needs_it
 def test_any_document_buffer_reads_alike() -> None:
     document = (DATA / "chat_request.json").read_bytes()
-    schema = prune.SCHEMAS[(Api.CHAT, Doc.REQUEST)]
-    expected = EXTENSION.parse(document, schema)
-    for buffer in (bytearray(document), memoryview(document), memoryview(b"xx" + document)[2:]):
-        parsed, spans = EXTENSION.parse(buffer, schema)
-        assert parsed == expected[0] and sorted(spans.values()) == sorted(expected[1].values())
+    table = prune.TABLES[(Api.CHAT, Doc.REQUEST)]
+    expected = EXTENSION.id_spans(document, table)
+    assert expected
+    assert EXTENSION.id_spans(bytearray(document), table) == expected
+    assert EXTENSION.id_spans(memoryview(document), table) == expected
+    assert EXTENSION.id_spans(memoryview(b"xx" + document + b"yy")[2:-2], table) == expected
+    assert EXTENSION.id_spans(memoryview(b"xx" + document)[2:], table) == expected
+
+
+# --- event_ids -----------------------------------------------------------------------------
+
+
+def assert_framed(data: bytes, words: tuple[bytes, ...], limit: int, api: Api) -> Any:
+    """``event_ids`` is the framer's twin on ``data`` (see the module's docstring)."""
+    table = prune.TABLES[(api, Doc.EVENT)]
+    got = EXTENSION.event_ids(data, words, limit, table)
+    if b"\r" in data:
+        assert got is None
+        return got
+    framer = EventFramer()
+    marked, at = [], 0
+    for piece, unmarked in framer.feed_marked(data, Markers(words)):
+        if not unmarked:
+            marked.append((at, at + len(piece)))
+        at += len(piece)
+    assert type(got) is tuple and len(got) == 2 and type(got[1]) is list
+    end, events = got
+    assert end == at == len(data) - len(framer)
+    assert [(start, stop) for start, stop, _ in events] == marked
+    for start, stop, ids in events:
+        event = data[start:stop]
+        one_line = event.startswith(b"data: ") and event.find(b"\n") == len(event) - 2
+        if not one_line or len(event) > limit:
+            assert ids is None
+            continue
+        assert_vouched(event[6:-2], api, Doc.EVENT)
+        alone = EXTENSION.id_spans(event[6:-2], table)
+        assert ids == (alone and [(s + start + 6, e + start + 6, *rest) for s, e, *rest in alone])
+    return got
+
+
+_EVENT_DATA = sorted({d for d in CORPUS if b"\n" not in d and len(d) < 3000}, key=len)
+_LINES = st.sampled_from([b"data: " + d for d in _EVENT_DATA]) | st.sampled_from(
+    [
+        b": ping",
+        b":",
+        b"event: message",
+        b"data",
+        b"data:x",
+        b"id: 1",
+        b"data: [DONE]",
+        b"retry: 5",
+        b"data: ",
+        b"data:  {}",
+        b'data: {"type":"item"}',
+        b"x" * 40,
+    ]
+)
+_EVENTS = st.lists(st.lists(_LINES, min_size=0, max_size=3).map(b"\n".join), max_size=10)
+_WORDS = st.sampled_from([body.id_markers(api, Doc.EVENT).words for api in Api]) | st.lists(
+    st.sampled_from([b'"id"', b'"', b"data", b"\n", b"\n\n", b": p", b"tid1_", b"{", b"x" * 30]),
+    min_size=1,
+    max_size=4,
+).map(tuple)
+_LIMITS = st.sampled_from([0, 7, 8, 9, 64, 200, 10**6, 2**62]) | st.integers(0, 400)
+
+
+@st.composite
+def lf_streams(draw: st.DrawFn) -> bytes:
+    """Events of random lines (data of every corpus document, comments, other fields, lines
+    that are no field) ended by runs of 1 to 5 LFs, cut anywhere."""
+    events = draw(_EVENTS)
+    stream = b"".join(event + b"\n" * draw(st.integers(1, 5)) for event in events)
+    start = draw(st.integers(0, len(stream)))
+    return stream[start : draw(st.integers(start, len(stream)))]
+
+
+@needs_it
+@fuzz(ci=300, long=5000)
+@given(data=lf_streams(), words=_WORDS, limit=_LIMITS, api=st.sampled_from(list(Api)))
+def test_event_ids_frames_as_the_framer(
+    data: bytes, words: tuple[bytes, ...], limit: int, api: Api
+) -> None:
+    assert_framed(data, words, limit, api)
+
+
+@needs_it
+@fuzz(ci=150, long=3000)
+@given(
+    case=cases(),
+    cuts=st.lists(st.integers(0, 10**5), min_size=2, max_size=2),
+    limit=_LIMITS,
+    cr=st.integers(0, 10**5),
+)
+def test_event_ids_on_the_test_streams(case: Any, cuts: list[int], limit: int, cr: int) -> None:
+    source = case.body()
+    start, end = sorted(cut % (len(source) + 1) for cut in cuts)
+    words = body.id_markers(case.api, Doc.EVENT).words
+    assert_framed(source, words, limit, case.api)
+    assert_framed(source[start:end], words, limit, case.api)
+    spoiled = source.replace(b"\r", b"")
+    at = cr % (len(spoiled) + 1)
+    assert assert_framed(spoiled[:at] + b"\r" + spoiled[at:], words, limit, case.api) is None
+
+
+@needs_it
+def test_event_ids_on_the_repository_streams() -> None:
+    located = 0
+    for stream in BODIES:
+        for api in Api:
+            words = body.id_markers(api, Doc.EVENT).words
+            for limit in (0, 100, 10**6):
+                _, events = assert_framed(stream, words, limit, api)
+                located += sum(len(ids) for _, _, ids in events if ids)
+            for cut in range(0, len(stream), max(1, len(stream) // 5)):
+                assert_framed(stream[cut:], words, 10**6, api)
+                assert_framed(stream[:cut], words, 10**6, api)
+    assert located > 10  # Chat's events: the others have an event line
+
+
+@needs_it
+def test_event_ids_at_the_edges() -> None:
+    table = prune.TABLES[(Api.CHAT, Doc.EVENT)]
+    words = (b'"tool_calls"',)
+    event = b'data: {"choices":[{"delta":{"tool_calls":[{"index":2,"id":"a"}]}}]}\n\n'
+    n = len(event)
+    ids = EXTENSION.id_spans(event[6:-2], table)
+    assert [row[3:] for row in ids] == [((0, 2), "choices[0].delta.tool_calls[0].id", None)]
+    rows = [(start + 6, end + 6, *rest) for start, end, *rest in ids]
+    assert event[rows[0][0] : rows[0][1]] == b'"a"'
+    assert EXTENSION.event_ids(b"", words, 0, table) == (0, [])
+    assert EXTENSION.event_ids(event, words, n, table) == (n, [(0, n, rows)])
+    assert EXTENSION.event_ids(event, words, n - 1, table) == (n, [(0, n, None)])
+    assert EXTENSION.event_ids(event[:-1], words, 10**6, table) == (0, [])
+    assert EXTENSION.event_ids(b"\n" * 5 + event[:-1], words, 10**6, table) == (4, [])
+    assert EXTENSION.event_ids(b"\n\n\n" + event, words, 10**6, table) == (
+        n + 3,
+        [(2, n + 3, None)],
+    )
+    two = b": x\ndata: {}\n\n" + event
+    shifted = [(start + 14, end + 14, *rest) for start, end, *rest in rows]
+    assert EXTENSION.event_ids(two, (b"{",), 100, table) == (
+        n + 14,
+        [(0, 14, None), (14, n + 14, shifted)],
+    )
+    assert EXTENSION.event_ids(two, words, 100, table) == (n + 14, [(14, n + 14, shifted)])
+    assert EXTENSION.event_ids(event.replace(b"\n\n", b"\r\n\r\n"), words, 100, table) is None
+    assert EXTENSION.event_ids(b"x\r", words, 100, table) is None
+    assert EXTENSION.event_ids(b"data: x\n\n", (b"data: x\n\n",), 2**100, table) == (
+        9,
+        [(0, 9, None)],
+    )
 
 
 # --- first_marker --------------------------------------------------------------------------
@@ -370,46 +621,130 @@ def test_splice_at_the_edges() -> None:
 # --- arguments -----------------------------------------------------------------------------
 
 #: Calls that must raise TypeError or ValueError, run by _refusals in a child process. The
-#: names: n (the extension), S (a real schema), Str (a str whose hash and equality raise),
-#: Index (an int-like whose __index__ raises), Seq (a list whose items raise).
+#: names: n (the extension), T (a real table: S its schema, R its tree, E an empty tree), t
+#: (a table with some parts replaced), W (real words), D (an event), Str (a str whose hash and
+#: equality raise), EVIL (a frozenset of an object whose hash is a str's and whose equality
+#: raises), Index
+#: (an int-like whose __index__ raises), Seq (a list whose items raise).
 REFUSED = [
-    "n.parse(b'{}')",
-    "n.parse(b'{}', S, S)",
-    "n.parse('{}', S)",
-    "n.parse(None, S)",
-    "n.parse(array.array('b', b'{}'), S)",
-    "n.parse(memoryview(b'{}' * 4)[::2], S)",
-    "n.parse(type('B', (bytes,), {})(b'{}'), S)",
-    "n.parse(b'{}', None)",
-    "n.parse(b'{}', ())",
-    "n.parse(b'{}', ((),))",
-    "n.parse(b'{}', ((), None, None))",
-    "n.parse(b'{}', [(), None])",
-    "n.parse(b'{}', ([], None))",
-    "n.parse(b'{}', ((), 0))",
-    "n.parse(b'{}', ((), ()))",
-    "n.parse(b'{}', ((), ([], None)))",
-    "n.parse(b'{}', (((b'a', 'a'),), None))",
-    "n.parse(b'{}', (((b'a', 'a', 0, 0),), None))",
-    "n.parse(b'{}', (([b'a', 'a', 0],), None))",
-    "n.parse(b'{}', ((('a', 'a', 0),), None))",
-    "n.parse(b'{}', (((bytearray(b'a'), 'a', 0),), None))",
-    "n.parse(b'{}', (((b'a', b'a', 0),), None))",
-    "n.parse(b'{}', (((b'a', Str('a'), 0),), None))",
-    "n.parse(b'{}', (((b'a', 'b', 0),), None))",
-    "n.parse(b'{}', (((b'\\xc3\\xa9', 'e', 0),), None))",
-    "n.parse(b'{}', (((b'\\xed\\xa0\\x80', '\\ud800', 0),), None))",
-    "n.parse(b'{}', (((b'\\xff', '\\xff', 0),), None))",
-    "n.parse(b'{}', (((b'a', 'a', 2),), None))",
-    "n.parse(b'{}', (((b'a', 'a', -1),), None))",
-    "n.parse(b'{}', (((b'a', 'a', 2**100),), None))",
-    "n.parse(b'{}', (((b'a', 'a', True),), None))",
-    "n.parse(b'{}', (((b'a', 'a', None),), None))",
-    "n.parse(b'{}', (((b'a', 'a', 0.0),), None))",
-    "n.parse(b'{}', (((b'a', 'a', Index()),), None))",
-    "n.parse(b'{}', deep(300))",
-    "n.parse(b'{}', wide(40))",
-    "n.parse(b'{\"a\":1}', (((b'x', 'x', 0), (b'a', 'a', ((), 7))), None))",
+    "n.id_spans(b'{}')",
+    "n.id_spans(b'{}', T, T)",
+    "n.id_spans('{}', T)",
+    "n.id_spans(None, T)",
+    "n.id_spans(array.array('b', b'{}'), T)",
+    "n.id_spans(memoryview(b'{}' * 4)[::2], T)",
+    "n.id_spans(type('B', (bytes,), {})(b'{}'), T)",
+    # the table
+    "n.id_spans(b'{}', None)",
+    "n.id_spans(b'{}', ())",
+    "n.id_spans(b'{}', T[:3])",
+    "n.id_spans(b'{}', T + (None,))",
+    "n.id_spans(b'{}', list(T))",
+    "n.id_spans(b'{}', type('T', (tuple,), {})(T))",
+    "n.id_spans(b'{}', t(numbered=1))",
+    "n.id_spans(b'{}', t(numbered=None))",
+    "n.id_spans(b'{}', t(roots=['index']))",
+    "n.id_spans(b'{}', t(roots=(b'index',)))",
+    "n.id_spans(b'{}', t(roots=(Str('index'),)))",
+    "n.id_spans(b'{}', t(roots=('index',) * 65))",
+    # its schema
+    "n.id_spans(b'{}', t(None))",
+    "n.id_spans(b'{}', t(()))",
+    "n.id_spans(b'{}', t(((),)))",
+    "n.id_spans(b'{}', t(((), None, None)))",
+    "n.id_spans(b'{}', t([(), None]))",
+    "n.id_spans(b'{}', t(([], None)))",
+    "n.id_spans(b'{}', t(((), 0)))",
+    "n.id_spans(b'{}', t(((), ())))",
+    "n.id_spans(b'{}', t(((), ([], None))))",
+    "n.id_spans(b'{}', t((((b'a', 'a'),), None)))",
+    "n.id_spans(b'{}', t((((b'a', 'a', 0, 0),), None)))",
+    "n.id_spans(b'{}', t((([b'a', 'a', 0],), None)))",
+    "n.id_spans(b'{}', t(((('a', 'a', 0),), None)))",
+    "n.id_spans(b'{}', t((((bytearray(b'a'), 'a', 0),), None)))",
+    "n.id_spans(b'{}', t((((b'a', b'a', 0),), None)))",
+    "n.id_spans(b'{}', t((((b'a', Str('a'), 0),), None)))",
+    "n.id_spans(b'{}', t((((b'a', 'b', 0),), None)))",
+    "n.id_spans(b'{}', t((((b'\\xc3\\xa9', 'e', 0),), None)))",
+    "n.id_spans(b'{}', t((((b'\\xed\\xa0\\x80', '\\ud800', 0),), None)))",
+    "n.id_spans(b'{}', t((((b'\\xff', '\\xff', 0),), None)))",
+    "n.id_spans(b'{}', t((((b'a', 'a', 2),), None)))",
+    "n.id_spans(b'{}', t((((b'a', 'a', -1),), None)))",
+    "n.id_spans(b'{}', t((((b'a', 'a', 2**100),), None)))",
+    "n.id_spans(b'{}', t((((b'a', 'a', True),), None)))",
+    "n.id_spans(b'{}', t((((b'a', 'a', None),), None)))",
+    "n.id_spans(b'{}', t((((b'a', 'a', 0.0),), None)))",
+    "n.id_spans(b'{}', t((((b'a', 'a', Index()),), None)))",
+    "n.id_spans(b'{}', t(deep(300)))",
+    "n.id_spans(b'{}', t(wide(40)))",
+    "n.id_spans(b'{\"a\":1}', t((((b'x', 'x', 0), (b'a', 'a', ((), 7))), None)))",
+    # its tree
+    "n.id_spans(b'{}', t(tree=None))",
+    "n.id_spans(b'{}', t(tree=()))",
+    "n.id_spans(b'{}', t(tree=((), ())))",
+    "n.id_spans(b'{}', t(tree=((), (), (), ())))",
+    "n.id_spans(b'{}', t(tree=[(), (), ()]))",
+    "n.id_spans(b'{}', t(tree=([], (), ())))",
+    "n.id_spans(b'{}', t(tree=((), [], ())))",
+    "n.id_spans(b'{}', t(tree=((), (), [])))",
+    "n.id_spans(b'{}', t(tree=((('id',),), (), ())))",
+    "n.id_spans(b'{}', t(tree=(((b'id', 0),), (), ())))",
+    "n.id_spans(b'{}', t(tree=(((Str('id'), 0),), (), ())))",
+    "n.id_spans(b'{}', t(tree=((('id', '0'),), (), ())))",
+    "n.id_spans(b'{}', t(tree=((('id', 0.0),), (), ())))",
+    "n.id_spans(b'{}', t(tree=((('id', Index()),), (), ())))",
+    "n.id_spans(b'{}', t(tree=([('id', 0)], (), ())))",
+    "n.id_spans(b'{}', t(tree=((), (('a',),), ())))",
+    "n.id_spans(b'{}', t(tree=((), (('a', E, E),), ())))",
+    "n.id_spans(b'{}', t(tree=((), ((b'a', E),), ())))",
+    "n.id_spans(b'{}', t(tree=((), (('a', None),), ())))",
+    "n.id_spans(b'{}', t(tree=((), (['a', E],), ())))",
+    "n.id_spans(b'{}', t(tree=((), (), ((None, None, False),))))",
+    "n.id_spans(b'{}', t(tree=((), (), ((None, None, False, E, E),))))",
+    "n.id_spans(b'{}', t(tree=((), (), ((None, None, False, None),))))",
+    "n.id_spans(b'{}', t(tree=((), (), ((None, None, 1, E),))))",
+    "n.id_spans(b'{}', t(tree=((), (), ((set(), None, False, E),))))",
+    "n.id_spans(b'{}', t(tree=((), (), ((None, {'a'}, False, E),))))",
+    "n.id_spans(b'{}', t(tree=((), (), ((None, frozenset([1]), False, E),))))",
+    "n.id_spans(b'{\"type\":\"function_call\"}', t(tree=((), (), ((EVIL, None, False, E),))))",
+    "n.id_spans(b'{\"call_id\":\"c\"}', t(tree=((), (), ((None, EVIL, False, E),))))",
+    "n.id_spans(b'{}', t(tree=((), (), ((None, type('F', (frozenset,), {})(), False, E),))))",
+    "n.id_spans(b'{}', t(tree=((), (), ([None, None, False, E],))))",
+    "n.id_spans(b'{}', t(tree=tree_deep(300)))",
+    "n.id_spans(b'{}', t(tree=tree_wide(40)))",
+    "n.id_spans(b'{\"a\":[{}]}', t(tree=((), (('a', ((), (), ((None, None, False, 7),))),), ())))",
+    # event_ids
+    "n.event_ids(D, W, 0)",
+    "n.event_ids(D, W, 0, T, T)",
+    "n.event_ids(D.decode(), W, 0, T)",
+    "n.event_ids(None, W, 0, T)",
+    "n.event_ids(array.array('b', D), W, 0, T)",
+    "n.event_ids(memoryview(D * 2)[::2], W, 0, T)",
+    "n.event_ids(D, list(W), 0, T)",
+    "n.event_ids(D, W[0], 0, T)",
+    "n.event_ids(D, (), 0, T)",
+    "n.event_ids(D, (b'a',) * 65, 0, T)",
+    "n.event_ids(D, (b'',), 0, T)",
+    "n.event_ids(D, (b'a', b''), 0, T)",
+    "n.event_ids(D, ('a',), 0, T)",
+    "n.event_ids(D, (bytearray(b'a'),), 0, T)",
+    "n.event_ids(D, (type('B', (bytes,), {})(b'a'),), 0, T)",
+    "n.event_ids(D, (None,), 0, T)",
+    "n.event_ids(D, W, -1, T)",
+    "n.event_ids(D, W, -(2**100), T)",
+    "n.event_ids(D, W, 1.0, T)",
+    "n.event_ids(D, W, '1', T)",
+    "n.event_ids(D, W, None, T)",
+    "n.event_ids(D, W, True, T)",
+    "n.event_ids(D, W, Index(), T)",
+    "n.event_ids(D, W, 0, None)",
+    "n.event_ids(D, W, 0, T[:3])",
+    "n.event_ids(D, W, 0, t(None))",
+    "n.event_ids(D, W, 0, t(deep(300)))",
+    "n.event_ids(D, W, 0, t(tree=None))",
+    "n.event_ids(D, W, 0, t(tree=tree_deep(300)))",
+    "n.event_ids(D, W, 0, t(roots=('index',) * 65))",
+    # first_marker
     "n.first_marker(b'a')",
     "n.first_marker(b'a', (b'a',), 1)",
     "n.first_marker(b'a', [b'a'])",
@@ -425,6 +760,7 @@ REFUSED = [
     "n.first_marker(None, (b'a',))",
     "n.first_marker(array.array('b', b'a'), (b'a',))",
     "n.first_marker(memoryview(b'abab')[::2], (b'a',))",
+    # splice
     "n.splice(b'ab')",
     "n.splice(b'ab', [], [])",
     "n.splice('ab', [])",
@@ -460,12 +796,20 @@ REFUSED = [
 
 _CHILD = """
 import array, sys
-from toolid import native, prune
+from toolid import body, native, prune
+from toolid.positions import Api, Doc
 n = native.extension
-S = prune.SCHEMAS[next(iter(prune.SCHEMAS))]
+T = prune.TABLES[(Api.RESPONSES, Doc.EVENT)]
+S, R, E = T[0], T[1], ((), (), ())
+W = body.id_markers(Api.RESPONSES, Doc.EVENT).words
+D = (b'data: {"type":"response.output_item.added","output_index":0,'
+     b'"item":{"type":"function_call","id":"fc_1","call_id":"c:1"}}\\n\\n')
 called = []
 class Str(str):
     def __hash__(self): called.append('hash'); raise AssertionError
+    def __eq__(self, other): called.append('eq'); raise AssertionError
+class Evil:
+    def __hash__(self): return hash('function_call')
     def __eq__(self, other): called.append('eq'); raise AssertionError
 class Index:
     def __index__(self): called.append('index'); return 0
@@ -474,6 +818,9 @@ class Seq(list):
     def __getitem__(self, i): called.append('getitem'); raise AssertionError
     def __iter__(self): called.append('iter'); raise AssertionError
     def __len__(self): called.append('len'); raise AssertionError
+EVIL = frozenset([Evil()])
+def t(schema=S, tree=R, roots=T[2], numbered=T[3]):
+    return (schema, tree, roots, numbered)
 def deep(levels):
     node = ((), None)
     for _ in range(levels): node = (((b'a', 'a', node),), None)
@@ -482,6 +829,14 @@ def wide(levels):  # shared nodes: 3**levels paths
     node = ((), None)
     for _ in range(levels): node = (((b'a', 'a', node), (b'b', 'b', node)), node)
     return node
+def tree_deep(levels):
+    tree = E
+    for _ in range(levels): tree = ((), (('a', tree),), ())
+    return tree
+def tree_wide(levels):
+    tree = E
+    for _ in range(levels): tree = ((), (('a', tree), ('b', tree)), ((None, None, True, tree),))
+    return tree
 for case in sys.stdin.read().splitlines():
     try:
         eval(case)
@@ -519,10 +874,18 @@ def test_arguments_of_the_wrong_type_or_shape_are_refused() -> None:
 def test_the_child_accepts_what_is_right() -> None:
     """The child's helpers are well formed: only their defects are refused."""
     cases = [
-        "n.parse(b'{}', S)",
-        "n.parse(b'{}', deep(150))",
-        "n.parse(b'{}', wide(6))",
-        "n.parse(b'{}', (((b'\\xc3\\xa9', '\\xe9', 0),), None))",
+        "n.id_spans(b'{}', T)",
+        "n.id_spans(b'{}', t())",
+        "n.id_spans(b'{}', t(deep(150)))",
+        "n.id_spans(b'{}', t(wide(6)))",
+        "n.id_spans(b'{}', t((((b'\\xc3\\xa9', '\\xe9', 0),), None)))",
+        "n.id_spans(b'{}', t(tree=E, roots=('index',) * 64, numbered=False))",
+        "n.id_spans(b'{}', t(tree=tree_deep(150)))",
+        "n.id_spans(b'{}', t(tree=tree_wide(6)))",
+        "n.id_spans(b'{}', t(tree=((('id', 0, 0),), (), ((frozenset(['a']), None, False, E),))))",
+        "n.event_ids(D, W, 0, T)",
+        "n.event_ids(memoryview(D)[1:], W, 2**100, T)",
+        "n.event_ids(bytearray(D), (b'a',) * 64, len(D), T)",
         "n.first_marker(memoryview(b'abab')[1:], (b'a',) * 64)",
         "n.splice(b'ab', [(0, 1, b'x'), (1, 2, b'y')])",
     ]
@@ -531,41 +894,57 @@ def test_the_child_accepts_what_is_right() -> None:
 
 @needs_it
 def test_nothing_is_kept_or_held() -> None:
-    """No reference leaks or stays (the schema's, the document's), and each buffer is
+    """No reference leaks or stays (the table's, the document's), and each buffer is
     released (a bytearray can grow again)."""
-    schema = prune.SCHEMAS[(Api.CHAT, Doc.REQUEST)]
-    keys = [entry[1] for entry in schema[0]]
+    table = prune.TABLES[(Api.RESPONSES, Doc.EVENT)]
+    keys = [entry[1] for entry in table[0][0]]
+    words = body.id_markers(Api.RESPONSES, Doc.EVENT).words
     document = bytearray((DATA / "chat_request.json").read_bytes())
+    stream = bytearray((DATA / "responses_stream.sse").read_bytes())
     text = b"new"
-    before = [sys.getrefcount(k) for k in keys], sys.getrefcount(schema), sys.getrefcount(text)
+
+    def counts() -> list[int]:
+        return [
+            *map(sys.getrefcount, keys),
+            *map(sys.getrefcount, words),
+            *map(sys.getrefcount, (table, table[1], words, text)),
+        ]
+
+    before = counts()
     for _ in range(200):
-        EXTENSION.parse(document, schema)
-        EXTENSION.parse(memoryview(document), schema)
+        EXTENSION.id_spans(document, table)
+        EXTENSION.id_spans(memoryview(document), table)
+        EXTENSION.event_ids(stream, words, 10**6, table)
+        EXTENSION.event_ids(memoryview(stream), words, 100, table)
         EXTENSION.first_marker(document, (b"tid1_", b'"id"'))
         EXTENSION.splice(bytes(document), [(0, 1, text), (2, 3, text)])
         with contextlib.suppress(ValueError):
             EXTENSION.splice(b"ab", [(0, 1, text), (0, 1, text)])
-    after = [sys.getrefcount(k) for k in keys], sys.getrefcount(schema), sys.getrefcount(text)
-    assert before == after
+        with contextlib.suppress(TypeError):
+            EXTENSION.event_ids(stream, words, 10**6, (*table[:3], None))
+    assert counts() == before
     document += b" "  # no export is left
+    stream += b" "
 
 
 _NO_MEMORY = """
 import _testcapi, sys
 from pathlib import Path
-from toolid import native, prune
+from toolid import body, native, prune
+from toolid.positions import Api, Doc
 n = native.extension
-S = prune.SCHEMAS[('chat', 'request')]
+T = prune.TABLES[(Api.RESPONSES, Doc.EVENT)]
+W = body.id_markers(Api.RESPONSES, Doc.EVENT).words
 document = Path('tests/data/chat_request.json').read_bytes()
+stream = Path('tests/data/responses_stream.sse').read_bytes()
 calls = [
-    (n.parse, document, S),
+    (n.id_spans, document, prune.TABLES[(Api.CHAT, Doc.REQUEST)]),
+    (lambda data, table: n.event_ids(data, W, 10**6, table), stream, T),
     (n.first_marker, document * 4, (b'zz', b'tid1_x')),
     (n.splice, document, [(1, 2, b'x' * 300), (3, 3, b'y')]),
 ]
-def same(got):  # the spans' keys are ids, new each time
-    return (got[0], sorted(got[1].values())) if type(got) is tuple else got
 for function, first, second in calls:
-    expected = same(function(first, second))
+    expected = function(first, second)
     for start in range(int(sys.argv[1])):
         for stop in (start + 1, 0):  # one allocation fails, or every one from start on
             _testcapi.set_nomemory(start, stop)
@@ -575,7 +954,7 @@ for function, first, second in calls:
                 got = MemoryError
             finally:
                 _testcapi.remove_mem_hooks()
-            assert got is MemoryError or same(got) == expected, (function, start, stop)
+            assert got is MemoryError or got == expected, (function, start, stop)
 print('ok')
 """
 
@@ -600,9 +979,9 @@ def test_allocation_failures_raise_memory_error() -> None:
 
 
 @needs_it
-def test_the_module_holds_only_the_three_primitives() -> None:
+def test_the_module_holds_only_the_four_primitives() -> None:
     public = {name for name in dir(EXTENSION) if not name.startswith("_")}
-    assert public == {"parse", "first_marker", "splice"}
+    assert public == {"id_spans", "event_ids", "first_marker", "splice"}
 
 
 COMPILERS = [compiler for compiler in ("gcc", "clang") if shutil.which(compiler)]
@@ -636,10 +1015,7 @@ def test_the_accelerator_is_built_in_the_dev_venv() -> None:
 
 
 def test_the_environment_can_turn_it_off() -> None:
-    code = (
-        "from toolid import native, prune\n"
-        "print(native.accelerated(), prune.parse(b'{}', next(iter(prune.SCHEMAS.values()))))"
-    )
+    code = "from toolid import native\nprint(native.accelerated(), native.extension)"
     env = {**os.environ, "TOOLID_NATIVE": "off"}
     out = subprocess.run(
         [sys.executable, "-c", code], check=True, env=env, capture_output=True, text=True

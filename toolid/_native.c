@@ -1,39 +1,43 @@
-/* toolid._native: three pure primitives over bytes (the optional accelerator, toolid/native.py).
+/* toolid._native: four pure primitives over bytes (the optional accelerator, toolid/native.py).
  *
  * id_spans(document, table) -> list | None
  *   Every id at the table's positions in a JSON object, as toolid.positions.find_ids finds
  *   them in the parsed document, each as (start, end, slot, call, path, holder type): the
- *   span of its string literal (quotes included, offsets into the document), the position's
- *   slot in the table, the call it belongs to (a tuple of ints), its concrete path
- *   ("choices[0].delta.tool_calls[1].id") and the "type" string of the object holding it (or
- *   None). In walk order: toolid/locate.py sorts them by slot (find_ids' order).
+ *   span of its string literal (quotes included), the position's slot in the table, the call
+ *   it belongs to (a tuple of ints), its concrete path ("choices[0].delta.tool_calls[1].id")
+ *   and the "type" string of the object holding it (or None). In walk order: toolid/locate.py
+ *   sorts them by slot (find_ids' order).
  *
  *   table is (schema, tree, roots, numbered) (toolid/prune.py: TABLES): the parse keeps only
  *   the members the schema names, then walks the tree (positions.Tree) over them; roots name
  *   the members of the root whose first int numbers its call, numbered says whether array
  *   elements add their own number (an "index" member that is an int, else their position).
+ *   A schema node is (members, elements): members a tuple of (key bytes, key str, spec) (the
+ *   str is the bytes decoded), elements the node applied to the objects in an array, or None.
+ *   A spec is LEAF (0: a string is kept, with its literal's span), KEEP (1: a string or an
+ *   integer is kept) or a node. Members a node does not name are validated and dropped.
  *
- *   A schema node is a tuple (members, elements): members is a tuple of (key bytes, key str,
- *   spec) triples (the str is the bytes decoded), elements the node applied to the objects in
- *   an array, or None. A spec is LEAF (0: a string is kept, with the span of its literal),
- *   KEEP (1: a string without escapes, an integer of at most 18 digits, true, false or null is
- *   kept; other values are kept as None) or a node. Members a node does not name are
- *   validated and dropped.
- *
- *   None: the document is not one this parser vouches for (invalid JSON or UTF-8, a BOM, not
- *   an object, an escape in a kept string or in any key, a key given twice in one object, an
+ *   None: not a document this parser vouches for (invalid JSON or UTF-8, a BOM, not an
+ *   object, an escape in a kept string or in any key, a key given twice in one object, an
  *   object of more than MAX_KEYS members, a \u escape of a surrogate, NaN or Infinity, an
  *   integer beyond 18 digits where one is kept, nesting deeper than MAX_DEPTH, a path longer
  *   than PATH_SIZE or inside more than MAX_NUMBERS arrays): the caller parses in full, which
  *   decides. It never guesses.
  *
- * first_marker(data, words) -> int
- *   Where the first of the words (a tuple of 1 to MAX_MARKERS non-empty bytes) starts in
- *   data, or -1 (toolid/markers.py).
+ * event_ids(data, words, limit: int, table) -> (end, events) | None
+ *   The events of data, a piece of an SSE stream starting at an event's start, as
+ *   toolid/sse.py's EventFramer.feed_marked frames them with the marker words (a tuple of 1
+ *   to MAX_MARKERS non-empty bytes): whole events without a word are skipped, each event
+ *   holding one is (start, end, ids), ids id_spans of its data (offsets into data) when the
+ *   event is one "data: " line of at most limit bytes, else None; end: where the complete
+ *   events end. None: data holds a CR (then line endings may not all be LF).
  *
- * splice(document: bytes, edits) -> bytes
- *   The document with each edit (start, end, text: bytes) of the list or tuple edits, sorted
- *   and apart, replacing document[start:end] by text (toolid/body.py: apply).
+ * first_marker(data, words) -> int: where the first of the words (as event_ids takes them)
+ *   starts in data, or -1 (toolid/markers.py).
+ *
+ * splice(document: bytes, edits) -> bytes: the document with each edit (start, end, text:
+ *   bytes) of the list or tuple edits, sorted and apart, replacing document[start:end] by
+ *   text (toolid/body.py: apply).
  *
  * document and data are bytes, bytearray or memoryview objects (splice: bytes). The arguments
  * are checked before anything is read (TypeError, ValueError); the functions call no Python
@@ -46,29 +50,27 @@
 
 #define LEAF 0
 #define KEEP 1
-#define MAX_DEPTH 200       /* nesting of a document, and of a schema */
-#define MAX_KEYS 64         /* members of one object told apart without a hash */
-#define MAX_MARKERS 64      /* words of one first_marker */
-#define SCHEMA_NODES 4096   /* the most nodes a schema's check visits */
+#define MAX_DEPTH 200     /* nesting of a document, of a schema and of a tree */
+#define MAX_KEYS 64       /* members of one object told apart without a hash */
+#define MAX_MARKERS 64    /* marker words */
+#define SCHEMA_NODES 4096 /* the most nodes a schema's (and a tree's) check visits */
+#define PATH_SIZE 4096    /* the longest path, and its terminating byte */
+#define MAX_NUMBERS 64    /* the most numbers of a call */
+#define ITEM PyTuple_GET_ITEM
+#define LEN PyTuple_GET_SIZE
+static int reject(PyObject *type, const char *why) { return PyErr_SetString(type, why), 0; }
 
 /* The buffer of a bytes, bytearray or contiguous memoryview object (their buffers are C's: no
  * Python code runs to get or release them): 0, or -1 with an exception. */
-static int get_buffer(PyObject *object, Py_buffer *view, const char *what) {
-    if (!PyBytes_CheckExact(object) && !PyByteArray_CheckExact(object) &&
-        !PyMemoryView_Check(object)) {
-        PyErr_Format(PyExc_TypeError, "%s must be bytes, bytearray or memoryview", what);
-        return -1;
-    }
-    if (PyMemoryView_Check(object) &&
-        !PyBuffer_IsContiguous(PyMemoryView_GET_BUFFER(object), 'C')) {
-        PyErr_Format(PyExc_TypeError, "%s must be contiguous", what);
-        return -1;
-    }
-    return PyObject_GetBuffer(object, view, PyBUF_SIMPLE);
+static int get_buffer(PyObject *o, Py_buffer *view, const char *what) {
+    if (!PyBytes_CheckExact(o) && !PyByteArray_CheckExact(o) && !PyMemoryView_Check(o))
+        return PyErr_Format(PyExc_TypeError, "%s must be bytes, bytearray or memoryview", what), -1;
+    if (PyMemoryView_Check(o) && !PyBuffer_IsContiguous(PyMemoryView_GET_BUFFER(o), 'C'))
+        return PyErr_Format(PyExc_TypeError, "%s must be contiguous", what), -1;
+    return PyObject_GetBuffer(o, view, PyBUF_SIMPLE);
 }
 
 /* --- the scanner ---------------------------------------------------------------------------- */
-
 typedef struct {
     const unsigned char *start, *p, *end;
     int depth;
@@ -81,9 +83,9 @@ static inline int plain(unsigned char c) { return c >= 0x20 && c < 0x80 && c != 
 #if defined(__GNUC__) || defined(__clang__)
 #define lowest_bit(mask) __builtin_ctz(mask)
 #else
-static inline int lowest_bit(unsigned int mask) {
+static inline int lowest_bit(unsigned int m) {
     int k = 0;
-    while (!(mask & 1u)) mask >>= 1, k++;
+    while (!(m & 1u)) m >>= 1, k++;
     return k;
 }
 #endif
@@ -93,20 +95,17 @@ static inline int lowest_bit(unsigned int mask) {
 #if defined(__SSE2__)
 #include <emmintrin.h>
 static inline unsigned int specials16(const unsigned char *p) {
-    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
-    const __m128i space = _mm_set1_epi8(0x20);
     __m128i x = _mm_loadu_si128((const __m128i *)p);
     /* signed: a byte at or above 0x80 is negative, so below 0x20 too */
     __m128i special = _mm_or_si128(
-        _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
-        _mm_cmplt_epi8(x, space));
+        _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
+        _mm_cmplt_epi8(x, _mm_set1_epi8(0x20)));
     return (unsigned int)_mm_movemask_epi8(special);
 }
 #else
 static inline unsigned int specials16(const unsigned char *p) {
     unsigned int mask = 0;
-    for (int k = 0; k < 16; k++)
-        if (!plain(p[k])) mask |= 1u << k;
+    for (int k = 0; k < 16; k++) mask |= (unsigned int)!plain(p[k]) << k;
     return mask;
 }
 #endif
@@ -118,472 +117,358 @@ static void skip_ws(Scan *s) {
 
 static int expect(Scan *s, unsigned char c) {
     skip_ws(s);
-    if (s->p < s->end && *s->p == c) {
-        s->p++;
-        return 1;
-    }
-    return 0;
+    return s->p < s->end && *s->p == c ? (s->p++, 1) : 0;
 }
 
-static int hex4(const unsigned char *p, unsigned int *out) {
-    unsigned int v = 0;
-    for (int i = 0; i < 4; i++) {
-        unsigned char c = p[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= c - '0';
-        else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-        else return 0;
-    }
-    *out = v;
-    return 1;
-}
+static int hex(unsigned char c) { return (c >= '0' && c <= '9') || (unsigned)((c | 32) - 'a') < 6; }
 
-/* One UTF-8 sequence starting at s->p (a byte >= 0x80): well formed, no surrogates. */
-static int utf8(Scan *s) {
-    const unsigned char *p = s->p;
-    Py_ssize_t left = s->end - p;
-    unsigned char c = p[0];
-    int n;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) n = 1;
-    else if (c == 0xE0) { n = 2; lo = 0xA0; }
-    else if (c == 0xED) { n = 2; hi = 0x9F; }
-    else if (c >= 0xE1 && c <= 0xEF) n = 2;
-    else if (c == 0xF0) { n = 3; lo = 0x90; }
-    else if (c >= 0xF1 && c <= 0xF3) n = 3;
-    else if (c == 0xF4) { n = 3; hi = 0x8F; }
-    else return 0;
-    if (left <= n || p[1] < lo || p[1] > hi) return 0;
+/* One UTF-8 sequence at p (a byte >= 0x80) before end, well formed, no surrogate: its end. */
+static const unsigned char *utf8(const unsigned char *p, const unsigned char *end) {
+    unsigned char c = p[0], lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+    unsigned char hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF; /* no surrogate, <= U+10FFFF */
+    int n = c < 0xC2 ? 0 : c < 0xE0 ? 1 : c < 0xF0 ? 2 : c < 0xF5 ? 3 : 0; /* bytes to follow */
+    if (n == 0 || end - p <= n || p[1] < lo || p[1] > hi) return NULL;
     for (int i = 2; i <= n; i++)
-        if (p[i] < 0x80 || p[i] > 0xBF) return 0;
-    s->p += n + 1;
-    return 1;
+        if (p[i] < 0x80 || p[i] > 0xBF) return NULL;
+    return p + n + 1;
 }
 
 /* The byte at *at, which is not plain, inside a string: 1 (go on, *at moved past it), 2 (the
  * string ended: s->p and s->literal_end set) or 0 (not a string this parser vouches for). */
 static inline int special(Scan *s, const unsigned char **at, int *escaped) {
     const unsigned char *p = *at, *end = s->end;
-    unsigned char c = *p;
-    if (c == '"') {
+    if (*p == '"') {
         s->p = p + 1;
         s->literal_end = s->p - s->start;
         return 2;
     }
-    if (c == '\\') {
+    if (*p == '\\') {
         *escaped = 1;
         if (end - p < 2) return 0;
-        unsigned char e = p[1];
-        if (e == 'u') {
-            unsigned int code;
-            if (end - p < 6 || !hex4(p + 2, &code)) return 0;
-            if (code >= 0xD800 && code <= 0xDFFF) return 0; /* surrogates: the full parse */
-            *at = p + 6;
-            return 1;
+        if (p[1] == 'u') { /* \uD800 to \uDFFF, surrogates: the full parse */
+            if (end - p < 6 || !hex(p[2]) || !hex(p[3]) || !hex(p[4]) || !hex(p[5])) return 0;
+            return (p[2] | 0x20) == 'd' && p[3] >= '8' ? 0 : (*at = p + 6, 1);
         }
-        if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
-            e == 't') {
-            *at = p + 2;
-            return 1;
-        }
-        return 0;
+        return p[1] && strchr("\"\\/bfnrt", p[1]) ? (*at = p + 2, 1) : 0;
     }
-    if (c < 0x20) return 0;
-    s->p = p;
-    if (!utf8(s)) return 0;
-    *at = s->p;
-    return 1;
+    const unsigned char *next = *p >= 0x20 ? utf8(p, end) : NULL;
+    return next ? (*at = next, 1) : 0;
 }
 
-/* A string literal (s->p at its opening quote). Returns 1 and sets *escaped, or 0. The bytes
- * are taken 16 at a time: the ones that are not plain (quotes, escapes, control and non-ASCII
- * bytes) are handled in order from one mask, those an escape covers skipped. */
+/* A string literal (s->p at its opening quote): 1 (and *escaped), or 0. 16 bytes at a time: the
+ * ones not plain are handled in order from one mask, those an escape covers skipped. */
 static int string(Scan *s, int *escaped) {
     const unsigned char *p = s->p + 1, *end = s->end;
     s->literal_start = s->p - s->start;
     *escaped = 0;
-    for (;;) {
+    for (int done;;) {
         while (end - p >= 16) {
             const unsigned char *block = p;
-            unsigned int mask = specials16(block);
-            while (mask) {
+            for (unsigned int mask = specials16(block); mask; mask &= mask - 1) {
                 const unsigned char *at = block + lowest_bit(mask);
-                mask &= mask - 1;
                 if (at < p) continue; /* covered by the escape or character before it */
                 p = at;
-                int done = special(s, &p, escaped);
-                if (done != 1) return done == 2;
+                if ((done = special(s, &p, escaped)) != 1) return done == 2;
             }
             if (p < block + 16) p = block + 16;
         }
         while (p < end && plain(*p)) p++;
-        if (p >= end) return 0;
-        int done = special(s, &p, escaped);
-        if (done != 1) return done == 2;
+        if (p >= end || (done = special(s, &p, escaped)) != 1) return p < end && done == 2;
     }
+}
+
+/* Past the digits at p (at least one), or NULL. */
+static const unsigned char *digits(const unsigned char *p, const unsigned char *end) {
+    if (p >= end || *p < '0' || *p > '9') return NULL;
+    while (p < end && *p >= '0' && *p <= '9') p++;
+    return p;
 }
 
 /* A number (s->p at its first byte). *integer: no fraction, no exponent. */
 static int number(Scan *s, int *integer) {
-    const unsigned char *p = s->p;
-    if (p < s->end && *p == '-') p++;
-    if (p >= s->end) return 0;
-    if (*p == '0') p++;
-    else if (*p >= '1' && *p <= '9') while (p < s->end && *p >= '0' && *p <= '9') p++;
-    else return 0;
+    const unsigned char *p = s->p + (*s->p == '-'), *end = s->end;
+    if (p < end && *p == '0') p++;
+    else if ((p = digits(p, end)) == NULL) return 0;
     *integer = 1;
-    if (p < s->end && *p == '.') {
+    if (p < end && *p == '.' && (*integer = 0, p = digits(p + 1, end)) == NULL) return 0;
+    if (p < end && (*p == 'e' || *p == 'E')) {
         *integer = 0;
-        p++;
-        if (p >= s->end || *p < '0' || *p > '9') return 0;
-        while (p < s->end && *p >= '0' && *p <= '9') p++;
-    }
-    if (p < s->end && (*p == 'e' || *p == 'E')) {
-        *integer = 0;
-        p++;
-        if (p < s->end && (*p == '+' || *p == '-')) p++;
-        if (p >= s->end || *p < '0' || *p > '9') return 0;
-        while (p < s->end && *p >= '0' && *p <= '9') p++;
+        p += p + 1 < end && (p[1] == '+' || p[1] == '-');
+        if ((p = digits(p + 1, end)) == NULL) return 0;
     }
     s->p = p;
     return 1;
 }
 
 static int word(Scan *s, const char *w, Py_ssize_t n) {
-    if (s->end - s->p < n || memcmp(s->p, w, n) != 0) return 0;
-    s->p += n;
-    return 1;
+    return s->end - s->p >= n && memcmp(s->p, w, n) == 0 ? (s->p += n, 1) : 0;
 }
 
-/* After a member or an element: 1 if a ',' follows (consumed), 0 if ``close`` does (consumed),
- * -1 otherwise. */
-static int next_or_close(Scan *s, unsigned char close) {
-    skip_ws(s);
-    if (s->p < s->end && (*s->p == ',' || *s->p == close)) return *s->p++ == ',';
-    return -1;
-}
-
-/* --- the schema's check --------------------------------------------------------------------- */
-
+/* --- the table's check ---------------------------------------------------------------------- */
 /* Whether key (an exact str) is bytes[:size] decoded; -1: an error. */
 static int same_key(PyObject *key, const char *bytes, Py_ssize_t size) {
     if (PyUnicode_IS_ASCII(key))
         return PyUnicode_GET_LENGTH(key) == size && memcmp(PyUnicode_DATA(key), bytes, size) == 0;
     PyObject *decoded = PyUnicode_DecodeUTF8(bytes, size, "strict");
-    if (decoded == NULL) return -1;
-    int same = PyUnicode_Compare(decoded, key) == 0;
-    Py_DECREF(decoded);
+    int same = decoded ? PyUnicode_Compare(decoded, key) == 0 : -1;
+    Py_XDECREF(decoded);
     return PyErr_Occurred() ? -1 : same;
 }
 
-/* Whether node is a well-formed schema node (0, with TypeError or ValueError, if not). Exact
- * types only: reading them runs no Python code. *budget bounds the nodes visited (a schema
- * may share nodes). */
+/* Whether node is a well-formed schema node (0, with TypeError or ValueError, if not); exact
+ * types only (reading them runs no Python code), *budget bounds the nodes visited (shared). */
 static int check_schema(PyObject *node, int depth, Py_ssize_t *budget) {
-    if (depth > MAX_DEPTH || --*budget < 0) {
-        PyErr_SetString(PyExc_ValueError, "schema: too deep or too large");
-        return 0;
-    }
-    if (!PyTuple_CheckExact(node) || PyTuple_GET_SIZE(node) != 2 ||
-        !PyTuple_CheckExact(PyTuple_GET_ITEM(node, 0))) {
-        PyErr_SetString(PyExc_TypeError, "schema: a node is a tuple (members: tuple, elements)");
-        return 0;
-    }
-    PyObject *members = PyTuple_GET_ITEM(node, 0), *elements = PyTuple_GET_ITEM(node, 1);
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(members); i++) {
-        PyObject *entry = PyTuple_GET_ITEM(members, i);
-        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3 ||
-            !PyBytes_CheckExact(PyTuple_GET_ITEM(entry, 0)) ||
-            !PyUnicode_CheckExact(PyTuple_GET_ITEM(entry, 1))) {
-            PyErr_SetString(PyExc_TypeError, "schema: a member is (key: bytes, key: str, spec)");
-            return 0;
-        }
-        PyObject *raw = PyTuple_GET_ITEM(entry, 0), *spec = PyTuple_GET_ITEM(entry, 2);
-        int same = same_key(PyTuple_GET_ITEM(entry, 1), PyBytes_AS_STRING(raw),
-                            PyBytes_GET_SIZE(raw));
-        if (same < 0) return 0;
-        if (!same) {
-            PyErr_SetString(PyExc_ValueError, "schema: a member's str is not its bytes decoded");
-            return 0;
-        }
-        if (PyLong_CheckExact(spec)) {
-            int overflow;
-            long kind = PyLong_AsLongAndOverflow(spec, &overflow);
-            if (kind != LEAF && kind != KEEP) {
-                PyErr_SetString(PyExc_ValueError, "schema: a spec is LEAF (0), KEEP (1) or a node");
-                return 0;
-            }
-        } else if (!check_schema(spec, depth + 1, budget)) {
-            return 0;
+    if (depth > MAX_DEPTH || --*budget < 0)
+        return reject(PyExc_ValueError, "schema: too deep or too large");
+    if (!PyTuple_CheckExact(node) || LEN(node) != 2 || !PyTuple_CheckExact(ITEM(node, 0)))
+        return reject(PyExc_TypeError, "schema: a node is a tuple (members: tuple, elements)");
+    for (Py_ssize_t i = 0; i < LEN(ITEM(node, 0)); i++) {
+        PyObject *entry = ITEM(ITEM(node, 0), i), *spec;
+        int overflow, same;
+        long kind;
+        if (!PyTuple_CheckExact(entry) || LEN(entry) != 3 || !PyBytes_CheckExact(ITEM(entry, 0)) ||
+            !PyUnicode_CheckExact(ITEM(entry, 1)))
+            return reject(PyExc_TypeError, "schema: a member is (key: bytes, key: str, spec)");
+        if ((same = same_key(ITEM(entry, 1), PyBytes_AS_STRING(ITEM(entry, 0)),
+                             PyBytes_GET_SIZE(ITEM(entry, 0)))) <= 0)
+            return same < 0 ? 0 : reject(PyExc_ValueError, "schema: a key's str is not its bytes");
+        if (!PyLong_CheckExact(spec = ITEM(entry, 2))) {
+            if (!check_schema(spec, depth + 1, budget)) return 0;
+        } else if ((kind = PyLong_AsLongAndOverflow(spec, &overflow)) != LEAF && kind != KEEP) {
+            return reject(PyExc_ValueError, "schema: a spec is LEAF (0), KEEP (1) or a node");
         }
     }
-    return elements == Py_None || check_schema(elements, depth + 1, budget);
+    return ITEM(node, 1) == Py_None || check_schema(ITEM(node, 1), depth + 1, budget);
 }
 
-/* --- the parse: what the schema keeps, as an arena of C nodes ----------------------------------- */
+/* Whether names is None or a frozenset of exact strs (then a lookup runs no Python code). */
+static int names_ok(PyObject *names) {
+    PyObject *items = PyFrozenSet_CheckExact(names) ? PyObject_GetIter(names) : NULL, *item;
+    int ok = names == Py_None || items != NULL;
+    for (; items && ok && (item = PyIter_Next(items)) != NULL; Py_DECREF(item))
+        ok = PyUnicode_CheckExact(item);
+    Py_XDECREF(items);
+    return ok && !PyErr_Occurred();
+}
 
-/* What a parse keeps of a value. A_NONE: a member the schema names (or an array's element)
- * whose value is of no use: nothing the walk reads. */
-enum { A_NONE, A_TRUE, A_FALSE, A_INT, A_STR, A_OBJ, A_ARR };
+/* Whether tree is a well-formed positions.Tree (0, with TypeError, if not): (leaves, members,
+ * elements) with leaves (member: str, slot: int, ...), members (member: str, tree) and
+ * elements (types: frozenset | None, needs: frozenset | None, bare: bool, tree). */
+static int check_tree(PyObject *tree, int depth, Py_ssize_t *budget) {
+    if (depth > MAX_DEPTH || --*budget < 0 || !PyTuple_Check(tree) || LEN(tree) != 3 ||
+        !PyTuple_Check(ITEM(tree, 0)) || !PyTuple_Check(ITEM(tree, 1)) ||
+        !PyTuple_Check(ITEM(tree, 2)))
+        goto bad;
+    for (Py_ssize_t i = 0; i < LEN(ITEM(tree, 0)); i++) {
+        PyObject *leaf = ITEM(ITEM(tree, 0), i);
+        if (!PyTuple_Check(leaf) || LEN(leaf) < 2 || !PyUnicode_CheckExact(ITEM(leaf, 0)) ||
+            !PyLong_CheckExact(ITEM(leaf, 1)))
+            goto bad;
+    }
+    for (Py_ssize_t i = 0; i < LEN(ITEM(tree, 1)); i++) {
+        PyObject *entry = ITEM(ITEM(tree, 1), i);
+        if (!PyTuple_Check(entry) || LEN(entry) != 2 || !PyUnicode_CheckExact(ITEM(entry, 0)) ||
+            !check_tree(ITEM(entry, 1), depth + 1, budget))
+            goto bad;
+    }
+    for (Py_ssize_t i = 0; i < LEN(ITEM(tree, 2)); i++) {
+        PyObject *step = ITEM(ITEM(tree, 2), i);
+        if (!PyTuple_Check(step) || LEN(step) != 4 || !names_ok(ITEM(step, 0)) ||
+            !names_ok(ITEM(step, 1)) || !PyBool_Check(ITEM(step, 2)) ||
+            !check_tree(ITEM(step, 3), depth + 1, budget))
+            goto bad;
+    }
+    return 1;
+bad:
+    return PyErr_Occurred() ? 0 : reject(PyExc_TypeError, "table: a malformed tree");
+}
+
+/* Whether table is (schema, tree, roots: tuple of str, numbered: bool) (0 with an exception). */
+static int check_table(PyObject *table) {
+    if (!PyTuple_CheckExact(table) || LEN(table) != 4 || !PyTuple_CheckExact(ITEM(table, 2)) ||
+        !PyBool_Check(ITEM(table, 3)))
+        return reject(PyExc_TypeError, "table: (schema, tree, roots: tuple, numbered: bool)");
+    if (LEN(ITEM(table, 2)) > MAX_NUMBERS) return reject(PyExc_ValueError, "table: roots");
+    for (Py_ssize_t i = 0; i < LEN(ITEM(table, 2)); i++)
+        if (!PyUnicode_CheckExact(ITEM(ITEM(table, 2), i)))
+            return reject(PyExc_TypeError, "table: roots are strs");
+    Py_ssize_t budget = SCHEMA_NODES, tree_budget = SCHEMA_NODES;
+    return check_schema(ITEM(table, 0), 0, &budget) && check_tree(ITEM(table, 1), 0, &tree_budget);
+}
+
+/* --- the parse: what the schema keeps, as an arena of C nodes ------------------------------- */
+/* What a parse keeps of a value (A_NONE: a member or an element of no use to the walk). */
+enum { A_NONE, A_INT, A_STR, A_OBJ, A_ARR };
 
 typedef struct {
     unsigned char kind;
-    unsigned char leaf;    /* an A_STR kept as an id (LEAF): its span is recorded */
     int first, last, next; /* A_OBJ members, A_ARR elements, in order; -1: none */
     PyObject *name;        /* a member's key (the schema's str, borrowed); NULL in arrays */
     Py_ssize_t start, end; /* A_STR: the literal, quotes included */
     long long integer;     /* A_INT */
 } Node;
 
-typedef struct {
-    Node *nodes;
-    int count, capacity;
-} Arena;
-
+typedef struct { Node *nodes; int count, capacity; } Arena;
 #define NOTHING_KEPT (-2) /* a value validated and dropped (-1: not ours, or an error) */
 
 static int new_node(Arena *a, unsigned char kind) {
     if (a->count == a->capacity) {
-        if (a->capacity > INT_MAX / 2 || (size_t)a->capacity > PY_SSIZE_T_MAX / 2 / sizeof(Node)) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        int capacity = a->capacity ? a->capacity * 2 : 32;
-        Node *grown = PyMem_Realloc(a->nodes, (size_t)capacity * sizeof(Node));
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
+        int capacity = a->capacity > INT_MAX / 2 ? 0 : a->capacity ? a->capacity * 2 : 32;
+        Node *grown = capacity == 0 || (size_t)capacity > PY_SSIZE_T_MAX / sizeof(Node)
+                          ? NULL
+                          : PyMem_Realloc(a->nodes, (size_t)capacity * sizeof(Node));
+        if (grown == NULL) return PyErr_NoMemory(), -1;
         a->nodes = grown;
         a->capacity = capacity;
     }
-    Node *node = &a->nodes[a->count];
-    node->kind = kind;
-    node->leaf = 0;
-    node->first = node->last = node->next = -1;
-    node->name = NULL;
+    a->nodes[a->count] = (Node){.kind = kind, .first = -1, .last = -1, .next = -1};
     return a->count++;
 }
 
-static void add_child(Arena *a, int parent, int child) {
-    if (a->nodes[parent].last < 0) a->nodes[parent].first = child;
-    else a->nodes[a->nodes[parent].last].next = child;
-    a->nodes[parent].last = child;
-}
-
+/* What is kept of a value of no use read with spec: nothing, or (with a spec) an A_NONE. */
+static int dropped(Arena *a, PyObject *spec) { return spec ? new_node(a, A_NONE) : NOTHING_KEPT; }
 static int value(Scan *s, PyObject *spec, Arena *a);
 
-/* The spec of the member named key[:size] in members (its str in *name), or NULL. */
-static PyObject *spec_of(PyObject *members, const unsigned char *key, Py_ssize_t size,
-                         PyObject **name) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(members); i++) {
-        PyObject *entry = PyTuple_GET_ITEM(members, i);
-        PyObject *raw = PyTuple_GET_ITEM(entry, 0);
-        if (PyBytes_GET_SIZE(raw) == size && memcmp(PyBytes_AS_STRING(raw), key, size) == 0) {
-            *name = PyTuple_GET_ITEM(entry, 1);
-            return PyTuple_GET_ITEM(entry, 2);
-        }
-    }
-    return NULL;
-}
-
-/* Whether the key key[:size] is among the first count keys. */
-static int repeated(const unsigned char **keys, const Py_ssize_t *sizes, int count,
-                    const unsigned char *key, Py_ssize_t size) {
-    for (int i = 0; i < count; i++)
-        if (sizes[i] == size && memcmp(keys[i], key, size) == 0) return 1;
-    return 0;
-}
-
-/* An object (s->p after its '{'); node: a schema node, or NULL to validate only. */
-static int object(Scan *s, PyObject *node, Arena *a) {
-    PyObject *members = node ? PyTuple_GET_ITEM(node, 0) : NULL;
-    int self = node ? new_node(a, A_OBJ) : NOTHING_KEPT;
-    if (self == -1) return -1;
-    skip_ws(s);
-    if (s->p < s->end && *s->p == '}') {
-        s->p++;
-        return self;
-    }
+/* An object or an array (s->p after its '{' or '['; close: '}' or ']'). node: a schema node,
+ * or NULL to validate only. Kept: an object's members the node names, an array's every
+ * element (its objects as the node's elements say, anything else as A_NONE). */
+static int container(Scan *s, PyObject *node, Arena *a, unsigned char close) {
+    PyObject *members = node ? ITEM(node, 0) : NULL;
+    PyObject *elements = node && ITEM(node, 1) != Py_None ? ITEM(node, 1) : NULL;
+    int self = node ? new_node(a, close == '}' ? A_OBJ : A_ARR) : NOTHING_KEPT;
     const unsigned char *keys[MAX_KEYS];
     Py_ssize_t sizes[MAX_KEYS];
-    int count = 0;
-    for (;;) {
-        int escaped;
-        skip_ws(s);
-        if (s->p >= s->end || *s->p != '"' || !string(s, &escaped)) return -1;
-        const unsigned char *key = s->start + s->literal_start + 1;
-        Py_ssize_t size = s->literal_end - s->literal_start - 2;
-        /* A key spelled with escapes, or given twice, in any object: which member a parser
-         * sees is the full parse's to say (and what toolid does then, its rewriter's). */
-        if (escaped || count == MAX_KEYS || repeated(keys, sizes, count, key, size)) return -1;
-        keys[count] = key;
-        sizes[count++] = size;
-        PyObject *spec = NULL, *name = NULL;
-        if (members) spec = spec_of(members, key, size, &name);
-        if (!expect(s, ':')) return -1;
-        skip_ws(s);
-        int item = value(s, spec, a);
-        if (item == -1) return -1;
-        if (spec) {
-            a->nodes[item].name = name;
-            a->nodes[item].leaf = PyLong_Check(spec) && PyLong_AsLong(spec) == LEAF &&
-                                  a->nodes[item].kind == A_STR;
-            add_child(a, self, item);
-        }
-        int more = next_or_close(s, '}');
-        if (more == 0) return self;
-        if (more < 0) return -1;
-    }
-}
-
-/* An array (s->p after its '['); node: its objects are kept as the node's elements say, and
- * every element is kept (anything but such an object as A_NONE). */
-static int array(Scan *s, PyObject *node, Arena *a) {
-    PyObject *elements = node ? PyTuple_GET_ITEM(node, 1) : NULL;
-    if (elements == Py_None) elements = NULL;
-    int self = node ? new_node(a, A_ARR) : NOTHING_KEPT;
     if (self == -1) return -1;
     skip_ws(s);
-    if (s->p < s->end && *s->p == ']') {
-        s->p++;
-        return self;
-    }
-    for (;;) {
+    if (s->p < s->end && *s->p == close) return s->p++, self;
+    for (int count = 0;; count++) {
+        PyObject *spec = NULL, *name = NULL;
+        int escaped;
         skip_ws(s);
-        int is_object = s->p < s->end && *s->p == '{';
-        int item = value(s, is_object && elements ? elements : NULL, a);
-        if (item == -1) return -1;
-        if (node) {
-            if (item == NOTHING_KEPT && (item = new_node(a, A_NONE)) == -1) return -1;
-            add_child(a, self, item);
+        if (close == ']' && s->p < s->end && *s->p == '{') spec = elements;
+        if (close == '}') {
+            if (s->p >= s->end || *s->p != '"' || !string(s, &escaped)) return -1;
+            const unsigned char *key = s->start + s->literal_start + 1;
+            Py_ssize_t size = s->literal_end - s->literal_start - 2;
+            /* A key spelled with escapes, or given twice, in any object: which member a parser
+             * sees is the full parse's to say (and what toolid does then, its rewriter's). */
+            if (escaped || count == MAX_KEYS) return -1;
+            for (int i = 0; i < count; i++)
+                if (sizes[i] == size && memcmp(keys[i], key, size) == 0) return -1;
+            keys[count] = key, sizes[count] = size;
+            for (Py_ssize_t i = 0; members && !spec && i < LEN(members); i++) {
+                PyObject *entry = ITEM(members, i), *raw = ITEM(entry, 0);
+                if (PyBytes_GET_SIZE(raw) == size && memcmp(PyBytes_AS_STRING(raw), key, size) == 0)
+                    name = ITEM(entry, 1), spec = ITEM(entry, 2);
+            }
+            if (!expect(s, ':')) return -1;
+            skip_ws(s);
         }
-        int more = next_or_close(s, ']');
-        if (more == 0) return self;
-        if (more < 0) return -1;
+        int item = value(s, spec, a);
+        if (item == NOTHING_KEPT && close == ']') item = dropped(a, node);
+        if (item == -1) return -1;
+        if (item >= 0) { /* kept: the node's last child */
+            Node *parent = &a->nodes[self];
+            a->nodes[item].name = name;
+            *(parent->last < 0 ? &parent->first : &a->nodes[parent->last].next) = item;
+            parent->last = item;
+        }
+        skip_ws(s);
+        if (s->p >= s->end || (*s->p != ',' && *s->p != close)) return -1;
+        if (*s->p++ == close) return self;
     }
 }
 
-/* What is kept of a scalar read with spec (LEAF, KEEP or a node: only A_NONE then). */
-static int scalar(Arena *a, PyObject *spec, int kind) {
-    return spec ? new_node(a, kind) : NOTHING_KEPT;
-}
-
-/* Any value (s->p at its first byte); spec: NULL (validate only), LEAF, KEEP or a node.
- * Returns its node (with a spec: always one, A_NONE when nothing is of use), NOTHING_KEPT
- * (no spec), or -1 (not ours, or an error: then an exception is set). */
+/* Any value (s->p at its first byte), spec NULL (validate only), LEAF, KEEP or a node: its node
+ * (always one with a spec), NOTHING_KEPT (no spec) or -1 (not ours, or an error: an exception). */
 static int value(Scan *s, PyObject *spec, Arena *a) {
     if (s->p >= s->end) return -1;
-    int kind = -1; /* -1: a node or nothing */
-    if (spec && PyLong_Check(spec)) kind = (int)PyLong_AsLong(spec);
-    PyObject *node = spec && PyTuple_Check(spec) ? spec : NULL;
+    int kind = spec && PyLong_Check(spec) ? (int)PyLong_AsLong(spec) : -1, self, integer, escaped;
     unsigned char c = *s->p;
-    if (c == '{' || c == '[') {
+    if (c == '{' || c == '[') { /* kind < 0: spec is a node, or NULL */
         if (++s->depth > MAX_DEPTH) return -1;
         s->p++;
-        int read = c == '{' ? object(s, node, a) : array(s, node, a);
+        int read = container(s, kind < 0 ? spec : NULL, a, c == '{' ? '}' : ']');
         s->depth--;
-        if (read == NOTHING_KEPT && spec) return new_node(a, A_NONE);
-        return read;
+        return read == NOTHING_KEPT ? dropped(a, spec) : read;
     }
     if (c == '"') {
-        int escaped;
         if (!string(s, &escaped)) return -1;
-        if (kind != LEAF && kind != KEEP) return scalar(a, spec, A_NONE);
-        if (escaped) return -1; /* the full parse reads escapes */
-        int self = new_node(a, A_STR);
-        if (self >= 0) {
-            a->nodes[self].start = s->literal_start;
-            a->nodes[self].end = s->literal_end;
-        }
+        if (kind < 0) return dropped(a, spec);
+        if (escaped || (self = new_node(a, A_STR)) < 0) return -1; /* escapes: the full parse */
+        a->nodes[self].start = s->literal_start;
+        a->nodes[self].end = s->literal_end;
         return self;
     }
     if (c == '-' || (c >= '0' && c <= '9')) {
-        int integer;
-        const unsigned char *at = s->p;
+        const unsigned char *at = s->p, *d = at + (*at == '-');
         if (!number(s, &integer)) return -1;
-        if (kind != KEEP || !integer) return scalar(a, spec, A_NONE);
-        Py_ssize_t digits = s->p - at - (*at == '-');
-        if (digits > 18) return -1; /* parsers differ beyond 64 bits: the full parse */
-        long long number = 0;      /* at most 18 digits: no overflow */
-        for (const unsigned char *d = at + (*at == '-'); d < s->p; d++)
-            number = number * 10 + (*d - '0');
-        int self = new_node(a, A_INT);
-        if (self >= 0) a->nodes[self].integer = *at == '-' ? -number : number;
+        if (kind != KEEP || !integer) return dropped(a, spec);
+        if (s->p - d > 18) return -1; /* parsers differ beyond 64 bits: the full parse */
+        long long number = 0;         /* at most 18 digits: no overflow */
+        for (; d < s->p; d++) number = number * 10 + (*d - '0');
+        if ((self = new_node(a, A_INT)) < 0) return -1;
+        a->nodes[self].integer = *at == '-' ? -number : number;
         return self;
     }
-    if (word(s, "true", 4)) return scalar(a, spec, kind == KEEP ? A_TRUE : A_NONE);
-    if (word(s, "false", 5)) return scalar(a, spec, kind == KEEP ? A_FALSE : A_NONE);
-    if (word(s, "null", 4)) return scalar(a, spec, A_NONE);
+    if (word(s, "true", 4) || word(s, "false", 5) || word(s, "null", 4)) return dropped(a, spec);
     return -1;
 }
 
-/* --- id_spans: the table's tree walked over what the parse kept ------------------------------ */
-
+/* --- id_spans: the table's tree walked over what the parse kept ----------------------------- */
 /* Where a walk stands: its path so far (as positions.Found.path spells it) and the numbers of
  * the calls it is inside (positions.Tree: numbered elements add their own). */
-#define PATH_SIZE 4096
-#define MAX_NUMBERS 64
-
 typedef struct {
     const Arena *arena;
     const unsigned char *buffer;
-    int numbered;
+    int numbered, count;
     char path[PATH_SIZE];
     Py_ssize_t size;
     long long numbers[MAX_NUMBERS];
-    int count, root_count;
     PyObject *found; /* a list of (start, end, slot, call, path, holder type) */
 } Walk;
 
-/* Add ".key" (or "key" first) to the path: 1, 0 (too long: not vouched) or -1 (an error). */
+/* Add text[:size] to the path: 1, or 0 (too long: not vouched; the caller restores it). */
+static int push(Walk *w, const char *text, Py_ssize_t size) {
+    if (w->size + size >= PATH_SIZE) return 0;
+    memcpy(w->path + w->size, text, size);
+    return w->size += size, 1;
+}
+
+/* Add ".key" (or "key" first) to the path: 1, 0 (too long) or -1 (an error). */
 static int push_key(Walk *w, PyObject *key) {
     Py_ssize_t size;
     const char *text = PyUnicode_AsUTF8AndSize(key, &size);
-    if (text == NULL) return -1;
-    Py_ssize_t dot = w->size > 0;
-    if (w->size + dot + size >= PATH_SIZE) return 0;
-    if (dot) w->path[w->size++] = '.';
-    memcpy(w->path + w->size, text, size);
-    w->size += size;
-    return 1;
+    return text == NULL ? -1 : (w->size == 0 || push(w, ".", 1)) && push(w, text, size);
 }
 
 /* Add "[index]" and, numbered, the element's number: 1, or 0 (too long, too deep). */
 static int push_index(Walk *w, Py_ssize_t index, long long number) {
     char digits[24];
     int size = snprintf(digits, sizeof digits, "[%zd]", index);
-    if (size < 0 || w->size + size >= PATH_SIZE) return 0;
-    if (w->numbered) {
-        if (w->count >= MAX_NUMBERS) return 0;
-        w->numbers[w->count++] = number;
-    }
-    memcpy(w->path + w->size, digits, size);
-    w->size += size;
-    return 1;
+    if (w->numbered && w->count >= MAX_NUMBERS) return 0;
+    if (w->numbered) w->numbers[w->count++] = number;
+    return size > 0 && push(w, digits, size);
 }
 
-/* The child of an object named key, or -1 (names and keys are exact strs). */
-static int member(const Arena *a, int object, PyObject *key) {
-    for (int child = a->nodes[object].first; child >= 0; child = a->nodes[child].next)
-        if (a->nodes[child].name == key || PyUnicode_Compare(a->nodes[child].name, key) == 0)
+/* The child of an object named key (an exact str), or name (ASCII) when key is NULL; or -1. */
+static int member(const Arena *a, int object, PyObject *key, const char *name) {
+    for (int child = a->nodes[object].first; child >= 0; child = a->nodes[child].next) {
+        PyObject *held = a->nodes[child].name;
+        if (key ? held == key || PyUnicode_Compare(held, key) == 0
+                : PyUnicode_CompareWithASCIIString(held, name) == 0)
             return child;
+    }
     return -1;
 }
 
-/* The child of an object named name (ASCII), or -1. */
-static int member_named(const Arena *a, int object, const char *name) {
-    for (int child = a->nodes[object].first; child >= 0; child = a->nodes[child].next)
-        if (PyUnicode_CompareWithASCIIString(a->nodes[child].name, name) == 0) return child;
-    return -1;
-}
-
-/* A node's string (its literal has no escapes: the parse vouched). */
-static PyObject *text_of(const Walk *w, int node) {
-    const Node *n = &w->arena->nodes[node];
+/* The string of an object's member "type" (a new reference), or NULL (none, or an error). */
+static PyObject *type_of(const Walk *w, int object) {
+    int kind = member(w->arena, object, NULL, "type");
+    const Node *n = kind >= 0 ? &w->arena->nodes[kind] : NULL; /* no escapes: the parse vouched */
+    if (n == NULL || n->kind != A_STR) return NULL;
     return PyUnicode_DecodeUTF8((const char *)w->buffer + n->start + 1, n->end - n->start - 2,
-                                "strict");
+                                NULL);
 }
 
 /* Record the id in the string node value, member key of object holder, at slot. */
@@ -591,20 +476,16 @@ static int found(Walk *w, int holder, int value, PyObject *key, PyObject *slot) 
     Py_ssize_t saved = w->size;
     int pushed = push_key(w, key);
     if (pushed <= 0) return pushed;
-    PyObject *call = PyTuple_New(w->count);
+    PyObject *call = PyTuple_New(w->count), *type = NULL, *row = NULL;
     for (int i = 0; call && i < w->count; i++) {
         PyObject *number = PyLong_FromLongLong(w->numbers[i]);
         if (number == NULL) Py_CLEAR(call);
         else PyTuple_SET_ITEM(call, i, number);
     }
-    int kind = member_named(w->arena, holder, "type");
-    PyObject *type = NULL;
-    if (call && kind >= 0 && w->arena->nodes[kind].kind == A_STR) type = text_of(w, kind);
-    else if (call) type = Py_NewRef(Py_None);
+    if (call && (type = type_of(w, holder)) == NULL && !PyErr_Occurred()) type = Py_NewRef(Py_None);
     const Node *n = &w->arena->nodes[value];
-    PyObject *row = type ? Py_BuildValue("(nnOOs#N)", n->start, n->end, slot, call, w->path,
-                                         w->size, type)
-                         : NULL;
+    if (type) row = Py_BuildValue("(nnOOs#N)", n->start, n->end, slot, call, w->path, w->size,
+                                  type);
     Py_XDECREF(call);
     w->size = saved;
     int appended = row ? PyList_Append(w->found, row) : -1;
@@ -614,21 +495,18 @@ static int found(Walk *w, int holder, int value, PyObject *key, PyObject *slot) 
 
 /* Whether an element goes on (positions.Tree.elements: types, needs, bare): 1, 0 or -1. */
 static int admits(const Walk *w, int element, PyObject *step) {
-    PyObject *types = PyTuple_GET_ITEM(step, 0), *needs = PyTuple_GET_ITEM(step, 1);
-    if (PyTuple_GET_ITEM(step, 2) == Py_True) return 1;
     const Arena *a = w->arena;
+    if (ITEM(step, 2) == Py_True) return 1;
     if (a->nodes[element].kind != A_OBJ) return 0;
-    if (needs != Py_None) { /* one of the element's members among the names it needs */
+    if (ITEM(step, 1) != Py_None) { /* one of the element's members among the names it needs */
         int any = 0;
         for (int child = a->nodes[element].first; !any && child >= 0; child = a->nodes[child].next)
-            any = PySet_Contains(needs, a->nodes[child].name);
+            any = PySet_Contains(ITEM(step, 1), a->nodes[child].name);
         if (any <= 0) return any;
     }
-    if (types == Py_None) return 1;
-    int kind = member_named(a, element, "type");
-    if (kind < 0 || a->nodes[kind].kind != A_STR) return 0;
-    PyObject *text = text_of(w, kind);
-    int admitted = text ? PySet_Contains(types, text) : -1;
+    if (ITEM(step, 0) == Py_None) return 1;
+    PyObject *text = type_of(w, element);
+    int admitted = text ? PySet_Contains(ITEM(step, 0), text) : PyErr_Occurred() ? -1 : 0;
     Py_XDECREF(text);
     return admitted;
 }
@@ -637,28 +515,23 @@ static int admits(const Walk *w, int element, PyObject *step) {
  * vouched: a path too long or too deep) or -1 (an error). Finds come out per slot later. */
 static int walk(Walk *w, int node, PyObject *tree) {
     const Arena *a = w->arena;
-    PyObject *leaves = PyTuple_GET_ITEM(tree, 0), *members = PyTuple_GET_ITEM(tree, 1);
-    PyObject *elements = PyTuple_GET_ITEM(tree, 2);
+    PyObject *leaves = ITEM(tree, 0), *members = ITEM(tree, 1), *elements = ITEM(tree, 2);
     int done = 1;
-    if (a->nodes[node].kind == A_OBJ) {
-        for (Py_ssize_t i = 0; done > 0 && i < PyTuple_GET_SIZE(leaves); i++) {
-            PyObject *leaf = PyTuple_GET_ITEM(leaves, i), *key = PyTuple_GET_ITEM(leaf, 0);
-            int value = member(a, node, key);
-            if (value >= 0 && a->nodes[value].kind == A_STR)
-                done = found(w, node, value, key, PyTuple_GET_ITEM(leaf, 1));
-        }
-        for (Py_ssize_t i = 0; done > 0 && i < PyTuple_GET_SIZE(members); i++) {
-            PyObject *entry = PyTuple_GET_ITEM(members, i), *key = PyTuple_GET_ITEM(entry, 0);
-            int child = member(a, node, key);
-            if (child < 0 || a->nodes[child].kind == A_NONE) continue;
-            Py_ssize_t saved = w->size;
-            done = push_key(w, key);
-            if (done > 0) done = walk(w, child, PyTuple_GET_ITEM(entry, 1));
-            w->size = saved;
-        }
+    for (Py_ssize_t i = 0; a->nodes[node].kind == A_OBJ && done > 0 && i < LEN(leaves); i++) {
+        int value = member(a, node, ITEM(ITEM(leaves, i), 0), NULL);
+        if (value >= 0 && a->nodes[value].kind == A_STR)
+            done = found(w, node, value, ITEM(ITEM(leaves, i), 0), ITEM(ITEM(leaves, i), 1));
     }
-    for (Py_ssize_t i = 0; done > 0 && i < PyTuple_GET_SIZE(elements); i++) {
-        PyObject *step = PyTuple_GET_ITEM(elements, i), *inside = PyTuple_GET_ITEM(step, 3);
+    for (Py_ssize_t i = 0; a->nodes[node].kind == A_OBJ && done > 0 && i < LEN(members); i++) {
+        PyObject *key = ITEM(ITEM(members, i), 0);
+        int child = member(a, node, key, NULL);
+        Py_ssize_t saved = w->size;
+        if (child < 0 || a->nodes[child].kind == A_NONE) continue;
+        if ((done = push_key(w, key)) > 0) done = walk(w, child, ITEM(ITEM(members, i), 1));
+        w->size = saved;
+    }
+    for (Py_ssize_t i = 0; done > 0 && i < LEN(elements); i++) {
+        PyObject *step = ITEM(elements, i), *inside = ITEM(step, 3);
         if (a->nodes[node].kind != A_ARR) { /* an object is its own one element, unnumbered */
             done = admits(w, node, step);
             done = done > 0 ? walk(w, node, inside) : done == 0 ? 1 : -1;
@@ -667,18 +540,16 @@ static int walk(Walk *w, int node, PyObject *tree) {
         Py_ssize_t index = 0;
         for (int element = a->nodes[node].first; done > 0 && element >= 0;
              element = a->nodes[element].next, index++) {
-            int admitted = admits(w, element, step);
-            if (admitted <= 0) {
-                done = admitted < 0 ? -1 : 1;
+            if ((done = admits(w, element, step)) <= 0) {
+                done = done < 0 ? -1 : 1;
                 continue;
             }
-            int own = a->nodes[element].kind == A_OBJ ? member_named(a, element, "index") : -1;
+            int own = a->nodes[element].kind == A_OBJ ? member(a, element, NULL, "index") : -1;
             long long number = own >= 0 && a->nodes[own].kind == A_INT ? a->nodes[own].integer
                                                                         : (long long)index;
             Py_ssize_t saved = w->size;
             int count = w->count;
-            done = push_index(w, index, number);
-            if (done > 0) done = walk(w, element, inside);
+            if ((done = push_index(w, index, number)) > 0) done = walk(w, element, inside);
             w->size = saved;
             w->count = count;
         }
@@ -686,125 +557,41 @@ static int walk(Walk *w, int node, PyObject *tree) {
     return done;
 }
 
-/* Whether tree is a well-formed positions.Tree (0, with TypeError, if not): (leaves, members,
- * elements) with leaves (member: str, slot: int, ...), members (member: str, tree) and
- * elements (types: frozenset | None, needs: frozenset | None, bare: bool, tree). */
-static int check_tree(PyObject *tree, int depth, Py_ssize_t *budget) {
-    if (depth > MAX_DEPTH || --*budget < 0 || !PyTuple_Check(tree) || PyTuple_GET_SIZE(tree) != 3)
-        goto bad;
-    PyObject *leaves = PyTuple_GET_ITEM(tree, 0), *members = PyTuple_GET_ITEM(tree, 1);
-    PyObject *elements = PyTuple_GET_ITEM(tree, 2);
-    if (!PyTuple_Check(leaves) || !PyTuple_Check(members) || !PyTuple_Check(elements)) goto bad;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(leaves); i++) {
-        PyObject *leaf = PyTuple_GET_ITEM(leaves, i);
-        if (!PyTuple_Check(leaf) || PyTuple_GET_SIZE(leaf) < 2 ||
-            !PyUnicode_CheckExact(PyTuple_GET_ITEM(leaf, 0)) ||
-            !PyLong_CheckExact(PyTuple_GET_ITEM(leaf, 1)))
-            goto bad;
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(members); i++) {
-        PyObject *entry = PyTuple_GET_ITEM(members, i);
-        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 ||
-            !PyUnicode_CheckExact(PyTuple_GET_ITEM(entry, 0)) ||
-            !check_tree(PyTuple_GET_ITEM(entry, 1), depth + 1, budget))
-            return 0;
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(elements); i++) {
-        PyObject *step = PyTuple_GET_ITEM(elements, i);
-        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 4) goto bad;
-        for (int j = 0; j < 2; j++) {
-            PyObject *names = PyTuple_GET_ITEM(step, j);
-            if (names != Py_None && !PyFrozenSet_CheckExact(names)) goto bad;
-        }
-        if (!PyBool_Check(PyTuple_GET_ITEM(step, 2)) ||
-            !check_tree(PyTuple_GET_ITEM(step, 3), depth + 1, budget))
-            return 0;
-    }
-    return 1;
-bad:
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "table: a malformed tree");
-    return 0;
-}
-
-/* Whether table is (schema, tree, roots: tuple of str, numbered: bool): 0 with an exception
- * if not. */
-static int check_table(PyObject *table) {
-    if (!PyTuple_CheckExact(table) || PyTuple_GET_SIZE(table) != 4 ||
-        !PyTuple_CheckExact(PyTuple_GET_ITEM(table, 2)) || !PyBool_Check(PyTuple_GET_ITEM(table, 3))) {
-        PyErr_SetString(PyExc_TypeError, "table: (schema, tree, roots: tuple, numbered: bool)");
-        return 0;
-    }
-    PyObject *roots = PyTuple_GET_ITEM(table, 2);
-    if (PyTuple_GET_SIZE(roots) > MAX_NUMBERS) {
-        PyErr_SetString(PyExc_ValueError, "table: too many roots");
-        return 0;
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(roots); i++)
-        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(roots, i))) {
-            PyErr_SetString(PyExc_TypeError, "table: roots are strs");
-            return 0;
-        }
-    Py_ssize_t budget = SCHEMA_NODES;
-    if (!check_schema(PyTuple_GET_ITEM(table, 0), 0, &budget)) return 0;
-    budget = SCHEMA_NODES;
-    return check_tree(PyTuple_GET_ITEM(table, 1), 0, &budget);
-}
-
-/* The walk of table's tree over an arena a parse of buffer made: the list of ids, None (not
- * vouched for) or NULL (an error). */
-static PyObject *walk_ids(const Arena *a, const unsigned char *buffer, PyObject *table) {
-    PyObject *roots = PyTuple_GET_ITEM(table, 2), *result = NULL;
-    Walk *w = PyMem_Malloc(sizeof(Walk));
-    if (w == NULL) return PyErr_NoMemory();
-    if ((w->found = PyList_New(0)) != NULL) {
-        w->arena = a;
-        w->buffer = buffer;
-        w->numbered = PyTuple_GET_ITEM(table, 3) == Py_True;
-        w->size = 0;
-        w->count = 0;
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(roots) && w->count == 0; i++) {
-            int root = member(a, 0, PyTuple_GET_ITEM(roots, i)); /* the call an event is about */
-            if (root >= 0 && a->nodes[root].kind == A_INT)
-                w->numbers[w->count++] = a->nodes[root].integer;
-        }
-        int walked = walk(w, 0, PyTuple_GET_ITEM(table, 1));
-        if (walked > 0) result = Py_NewRef(w->found);
-        else if (walked == 0) result = Py_NewRef(Py_None);
-        Py_DECREF(w->found);
-    }
-    PyMem_Free(w);
-    return result;
-}
-
-/* The ids of the JSON object b[start:end] (the root is node 0): a list, None or NULL. */
+/* The ids of the JSON object b[start:end] (the table checked): a list, None or NULL. */
 static PyObject *ids_of(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, PyObject *table) {
     Scan s = {b, b + start, b + end, 1, 0, 0};
     Arena a = {NULL, 0, 0};
-    PyObject *result = NULL;
-    int vouched = expect(&s, '{') && object(&s, PyTuple_GET_ITEM(table, 0), &a) == 0;
+    Walk w;
+    PyObject *roots = ITEM(table, 2), *result = NULL;
+    int vouched = expect(&s, '{') && container(&s, ITEM(table, 0), &a, '}') == 0;
     if (vouched) skip_ws(&s);
-    if (!PyErr_Occurred())
-        result = vouched && s.p == s.end ? walk_ids(&a, b, table) : Py_NewRef(Py_None);
+    if (!PyErr_Occurred() && (!vouched || s.p != s.end)) result = Py_NewRef(Py_None);
+    else if (!PyErr_Occurred() && (w.found = PyList_New(0)) != NULL) {
+        w.arena = &a, w.buffer = b, w.size = 0, w.count = 0;
+        w.numbered = ITEM(table, 3) == Py_True;
+        for (Py_ssize_t i = 0; i < LEN(roots) && w.count == 0; i++) { /* an event's call */
+            int root = member(&a, 0, ITEM(roots, i), NULL);
+            if (root >= 0 && a.nodes[root].kind == A_INT)
+                w.numbers[w.count++] = a.nodes[root].integer;
+        }
+        int walked = walk(&w, 0, ITEM(table, 1));
+        result = walked > 0 ? Py_NewRef(w.found) : walked == 0 ? Py_NewRef(Py_None) : NULL;
+        Py_DECREF(w.found);
+    }
     PyMem_Free(a.nodes);
     return result;
 }
 
-static PyObject *id_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "id_spans(document, table) takes 2 arguments");
-        return NULL;
-    }
-    if (!check_table(args[1])) return NULL;
+static PyObject *id_spans(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     Py_buffer view;
-    if (get_buffer(args[0], &view, "document") < 0) return NULL;
+    if (nargs != 2) return reject(PyExc_TypeError, "id_spans(document, table)"), NULL;
+    if (!check_table(args[1]) || get_buffer(args[0], &view, "document") < 0) return NULL;
     PyObject *result = ids_of(view.buf, 0, view.len, args[1]);
     PyBuffer_Release(&view);
     return result;
 }
 
-/* --- first_marker --------------------------------------------------------------------------- */
-
+/* --- the marker words: first_marker, and event_ids' search -------------------------------- */
 /* Where word[:size] first starts in hay[:n], or NULL (glibc's memmem scans at memory speed). */
 static const unsigned char *find_word(const unsigned char *hay, Py_ssize_t n,
                                       const unsigned char *word, Py_ssize_t size) {
@@ -819,267 +606,181 @@ static const unsigned char *find_word(const unsigned char *hay, Py_ssize_t n,
 #endif
 }
 
-/* The words are searched for in groups: the words of a group share their first `shortest`
- * bytes (the shortest word's size, at most 8), and the group's stem (the prefix all its words
- * share) is searched for once, its words tested where it is found. */
-static PyObject *first_marker(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
-    const unsigned char *words[MAX_MARKERS];
-    Py_ssize_t sizes[MAX_MARKERS], stems[MAX_MARKERS];
-    int group_of[MAX_MARKERS], first_word[MAX_MARKERS], count, groups = 0;
-    if (nargs != 2 || !PyTuple_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "first_marker(data, words: tuple)");
-        return NULL;
-    }
-    if (PyTuple_GET_SIZE(args[1]) < 1 || PyTuple_GET_SIZE(args[1]) > MAX_MARKERS) {
-        PyErr_SetString(PyExc_ValueError, "first_marker: 1 to 64 words");
-        return NULL;
-    }
-    count = (int)PyTuple_GET_SIZE(args[1]);
-    Py_ssize_t shortest = 8;
-    for (int i = 0; i < count; i++) {
-        PyObject *word = PyTuple_GET_ITEM(args[1], i);
-        if (!PyBytes_Check(word)) {
-            PyErr_SetString(PyExc_TypeError, "first_marker: the words are bytes");
-            return NULL;
-        }
-        if (PyBytes_GET_SIZE(word) < 1) {
-            PyErr_SetString(PyExc_ValueError, "first_marker: the words are not empty");
-            return NULL;
-        }
-        words[i] = (const unsigned char *)PyBytes_AS_STRING(word);
-        sizes[i] = PyBytes_GET_SIZE(word);
-        if (sizes[i] < shortest) shortest = sizes[i];
-    }
-    for (int i = 0; i < count; i++) {
-        int group = 0;
-        while (group < groups && memcmp(words[first_word[group]], words[i], shortest)) group++;
-        if (group == groups) {
-            first_word[groups] = i;
-            stems[groups++] = sizes[i];
-        }
-        Py_ssize_t common = 0;
-        const unsigned char *first = words[first_word[group]];
-        while (common < stems[group] && common < sizes[i] && words[i][common] == first[common])
-            common++;
-        stems[group] = common; /* at least shortest */
-        group_of[i] = group;
-    }
-    Py_buffer view;
-    if (get_buffer(args[0], &view, "data") < 0) return NULL;
-    const unsigned char *b = view.buf;
-    Py_ssize_t n = view.len, best = n; /* best: the first hit so far (n: none) */
-    for (int group = 0; group < groups; group++) {
-        const unsigned char *stem = words[first_word[group]];
-        Py_ssize_t from = 0;
-        /* a hit before best starts before best: the stem is within b[:best + stem - 1] */
-        Py_ssize_t stop = best < n - stems[group] + 1 ? best + stems[group] - 1 : n;
-        const unsigned char *at;
-        while ((at = find_word(b + from, stop - from, stem, stems[group]))) {
-            Py_ssize_t hit = at - b;
-            int spelled = 0;
-            for (int i = 0; i < count && !spelled; i++)
-                spelled = group_of[i] == group && sizes[i] <= n - hit &&
-                          memcmp(b + hit, words[i], sizes[i]) == 0;
-            if (spelled) {
-                best = hit;
-                break;
-            }
-            from = hit + 1;
-        }
-    }
-    PyBuffer_Release(&view);
-    return PyLong_FromSsize_t(best < n ? best : -1);
-}
-
-/* --- event_ids: the ids of the events of an SSE stream with LF line endings ------------------ */
-
-/* The words of a marker set, and where each next occurs (from one search on: each word's
- * occurrences are searched once, however many hits are asked for). */
+/* The words, searched for in groups: the words of a group share their first `shortest` bytes
+ * (the shortest word's size, at most 8), and the group's stem (the prefix all its words share)
+ * is searched for once, its words tested where it is found. What each group's search found is
+ * kept (next, found): a later search from further on does not search those bytes again. */
 typedef struct {
     const unsigned char *words[MAX_MARKERS];
-    Py_ssize_t sizes[MAX_MARKERS], next[MAX_MARKERS];
-    int count;
+    Py_ssize_t sizes[MAX_MARKERS], stems[MAX_MARKERS], next[MAX_MARKERS];
+    int group_of[MAX_MARKERS], first[MAX_MARKERS], found[MAX_MARKERS], count, groups;
 } Words;
 
-/* 1, or 0 with TypeError or ValueError. */
+/* 1, or 0 with TypeError. */
 static int words_from(Words *m, PyObject *words) {
-    if (!PyTuple_CheckExact(words) || PyTuple_GET_SIZE(words) < 1 ||
-        PyTuple_GET_SIZE(words) > MAX_MARKERS) {
-        PyErr_SetString(PyExc_TypeError, "words: a tuple of 1 to 64 non-empty bytes");
-        return 0;
-    }
-    m->count = (int)PyTuple_GET_SIZE(words);
-    for (int i = 0; i < m->count; i++) {
-        PyObject *word = PyTuple_GET_ITEM(words, i);
-        if (!PyBytes_CheckExact(word) || PyBytes_GET_SIZE(word) < 1) {
-            PyErr_SetString(PyExc_TypeError, "words: a tuple of 1 to 64 non-empty bytes");
-            return 0;
-        }
+    Py_ssize_t shortest = 8;
+    int ok = PyTuple_CheckExact(words) && LEN(words) >= 1 && LEN(words) <= MAX_MARKERS;
+    m->count = ok ? (int)LEN(words) : 0, m->groups = 0;
+    for (int i = 0; ok && i < m->count; i++) {
+        PyObject *word = ITEM(words, i);
+        if (!(ok = PyBytes_CheckExact(word) && PyBytes_GET_SIZE(word) >= 1)) break;
         m->words[i] = (const unsigned char *)PyBytes_AS_STRING(word);
-        m->sizes[i] = PyBytes_GET_SIZE(word);
-        m->next[i] = -1; /* not searched yet */
+        if ((m->sizes[i] = PyBytes_GET_SIZE(word)) < shortest) shortest = m->sizes[i];
+    }
+    if (!ok) return reject(PyExc_TypeError, "words: a tuple of 1 to 64 non-empty bytes");
+    for (int i = 0, g; i < m->count; i++) {
+        for (g = 0; g < m->groups && memcmp(m->words[m->first[g]], m->words[i], shortest); g++) {}
+        if (g == m->groups) /* a new group */
+            m->first[g] = i, m->stems[g] = m->sizes[i], m->next[g] = -1, m->groups++;
+        Py_ssize_t common = 0; /* at least shortest */
+        while (common < m->stems[g] && common < m->sizes[i] &&
+               m->words[i][common] == m->words[m->first[g]][common])
+            common++;
+        m->stems[g] = common, m->group_of[i] = g;
     }
     return 1;
 }
 
-/* Where the first word at or after from starts in b[:n], or -1. */
-static Py_ssize_t next_hit(Words *m, const unsigned char *b, Py_ssize_t from, Py_ssize_t n) {
-    Py_ssize_t best = n;
-    for (int i = 0; i < m->count; i++) {
-        if (m->next[i] < from && m->next[i] != n) {
-            const unsigned char *at = find_word(b + from, n - from, m->words[i], m->sizes[i]);
-            m->next[i] = at ? at - b : n;
-        }
-        if (m->next[i] < best) best = m->next[i];
+/* Where the first word of group g at or after from starts in b[:n] if before `before`, else
+ * -1. from never decreases from one call to the next: no hit of the group starts in
+ * [from, next[g]) when next[g] >= from, and found[g] says whether one starts at next[g]. */
+static Py_ssize_t group_hit(Words *m, int g, const unsigned char *b, Py_ssize_t n,
+                            Py_ssize_t from, Py_ssize_t before) {
+    if (m->next[g] >= from) {
+        if (m->found[g] || m->next[g] >= before)
+            return m->found[g] && m->next[g] < before ? m->next[g] : -1;
+        from = m->next[g];
     }
+    const unsigned char *stem = m->words[m->first[g]], *at;
+    Py_ssize_t size = m->stems[g], stop = before <= n - size ? before + size - 1 : n;
+    for (; (at = find_word(b + from, stop - from, stem, size)) != NULL; from = at - b + 1)
+        for (int i = 0; i < m->count; i++)
+            if (m->group_of[i] == g && m->sizes[i] <= n - (at - b) &&
+                memcmp(at, m->words[i], m->sizes[i]) == 0)
+                return m->found[g] = 1, m->next[g] = at - b;
+    m->found[g] = 0;
+    return m->next[g] = before, -1;
+}
+
+/* Where the first word at or after from starts in b[:n], or -1 (from never decreases). */
+static Py_ssize_t next_hit(Words *m, const unsigned char *b, Py_ssize_t from, Py_ssize_t n) {
+    Py_ssize_t best = n, hit; /* only hits before the best so far are searched for */
+    for (int g = 0; g < m->groups; g++)
+        if ((hit = group_hit(m, g, b, n, from, best)) >= 0) best = hit;
     return best < n ? best : -1;
 }
 
-/* Where "\n\n" last starts in b[from:to], or -1. */
-static Py_ssize_t last_blank(const unsigned char *b, Py_ssize_t from, Py_ssize_t to) {
-    for (Py_ssize_t at = to - 2; at >= from; at--)
-        if (b[at + 1] == '\n' && b[at] == '\n') return at;
-    return -1;
-}
-
-/* Where "\n\n" first starts in b[from:to], or -1. */
-static Py_ssize_t first_blank(const unsigned char *b, Py_ssize_t from, Py_ssize_t to) {
-    for (const unsigned char *at = b + from; to - (at - b) >= 2; at++) {
-        at = memchr(at, '\n', to - (at - b) - 1);
-        if (at == NULL) return -1;
-        if (at[1] == '\n') return at - b;
-    }
-    return -1;
-}
-
-static PyObject *event_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
-    Py_ssize_t limit;
+static PyObject *first_marker(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs) {
     Words m;
-    if (nargs != 4 || !PyLong_CheckExact(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "event_ids(data, words, limit: int, table)");
-        return NULL;
-    }
-    if ((limit = PyLong_AsSsize_t(args[2])) < 0) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "limit: not negative");
-        return NULL;
-    }
-    if (!words_from(&m, args[1]) || !check_table(args[3])) return NULL;
     Py_buffer view;
-    if (get_buffer(args[0], &view, "data") < 0) return NULL;
+    if (nargs != 2) return reject(PyExc_TypeError, "first_marker(data, words)"), NULL;
+    if (!words_from(&m, args[1]) || get_buffer(args[0], &view, "data") < 0) return NULL;
+    Py_ssize_t hit = next_hit(&m, view.buf, 0, view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(hit);
+}
+
+/* --- event_ids: the events of an SSE stream with LF line endings, and their ids ------------ */
+static const unsigned char LF_LF[] = "\n\n"; /* a blank line */
+static PyObject *event_ids(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    Words m;
+    Py_buffer view;
+    int overflow;
+    if (nargs != 4 || !PyLong_CheckExact(args[2]))
+        return reject(PyExc_TypeError, "event_ids(data, words, limit: int, table)"), NULL;
+    long long limit = PyLong_AsLongLongAndOverflow(args[2], &overflow);
+    if (overflow < 0 || (!overflow && limit < 0)) return reject(PyExc_ValueError, "limit"), NULL;
+    if (overflow > 0) limit = LLONG_MAX;
+    if (!words_from(&m, args[1]) || !check_table(args[3]) || get_buffer(args[0], &view, "data") < 0)
+        return NULL;
     const unsigned char *b = view.buf;
     Py_ssize_t n = view.len, start = 0;
-    if (memchr(b, '\r', n) != NULL) { /* other line endings: not this function's */
-        PyBuffer_Release(&view);
-        Py_RETURN_NONE;
-    }
-    PyObject *events = PyList_New(0), *result = NULL;
+    PyObject *events = memchr(b, '\r', n) ? NULL : PyList_New(0), *result = NULL;
     while (events) {
-        Py_ssize_t hit = next_hit(&m, b, start, n), to = hit < 0 ? n : hit;
-        Py_ssize_t blank = last_blank(b, start, to);
-        if (blank >= 0) { /* whole events without a marker: a run of k LFs ends k / 2 */
+        Py_ssize_t hit = next_hit(&m, b, start, n), blank = (hit < 0 ? n : hit) - 2;
+        while (blank >= start && (b[blank] != '\n' || b[blank + 1] != '\n')) blank--;
+        if (blank >= start) { /* whole events without a marker: a run of k LFs ends k / 2 */
             Py_ssize_t first = blank;
             while (first > start && b[first - 1] == '\n') first--;
             start = first + (blank + 2 - first) / 2 * 2;
         }
-        if (hit < 0 || (blank = first_blank(b, start, n)) < 0) break;
-        Py_ssize_t end = blank + 2; /* the event [start, end) holds a marker */
-        PyObject *ids = NULL;
-        int one_line = end - start <= limit && end - start >= 8 && memcmp(b + start, "data: ", 6) == 0 &&
+        const unsigned char *ends = hit < 0 ? NULL : find_word(b + start, n - start, LF_LF, 2);
+        if (ends == NULL) break;
+        Py_ssize_t end = ends - b + 2; /* the event [start, end) holds a marker */
+        int one_line = end - start <= limit && end - start >= 8 &&
+                       memcmp(b + start, "data: ", 6) == 0 &&
                        memchr(b + start, '\n', end - start) == b + end - 2;
-        ids = one_line ? ids_of(b, start + 6, end - 2, args[3]) : Py_NewRef(Py_None);
+        PyObject *ids = one_line ? ids_of(b, start + 6, end - 2, args[3]) : Py_NewRef(Py_None);
         PyObject *event = ids ? Py_BuildValue("(nnN)", start, end, ids) : NULL;
         if (event == NULL || PyList_Append(events, event) < 0) Py_CLEAR(events);
         Py_XDECREF(event);
         start = end;
     }
     if (events) result = Py_BuildValue("(nN)", start, events);
+    else if (!PyErr_Occurred()) result = Py_NewRef(Py_None); /* a CR: not this function's */
     PyBuffer_Release(&view);
     return result;
 }
 
 /* --- splice --------------------------------------------------------------------------------- */
-
 /* An edit's offset: an int (no __index__ is called) in [0, size], or -1 with an exception. */
 static Py_ssize_t offset(PyObject *number, Py_ssize_t size) {
-    if (!PyLong_Check(number)) {
-        PyErr_SetString(PyExc_TypeError, "an edit's start and end are ints");
-        return -1;
-    }
-    int overflow;
-    long long at = PyLong_AsLongLongAndOverflow(number, &overflow);
-    if (overflow || at < 0 || at > size) {
-        PyErr_SetString(PyExc_ValueError, "an edit is outside the document");
-        return -1;
-    }
-    return (Py_ssize_t)at;
+    int overflow = 0;
+    long long at = PyLong_Check(number) ? PyLong_AsLongLongAndOverflow(number, &overflow) : -1;
+    if (!PyLong_Check(number)) reject(PyExc_TypeError, "an edit's start and end are ints");
+    else if (overflow || at < 0 || at > size)
+        reject(PyExc_ValueError, "an edit is outside the document");
+    return PyErr_Occurred() ? -1 : (Py_ssize_t)at;
 }
 
-static PyObject *splice(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
+static PyObject *splice(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 || !PyBytes_Check(args[0]) ||
-        !(PyList_CheckExact(args[1]) || PyTuple_CheckExact(args[1]))) {
-        PyErr_SetString(PyExc_TypeError, "splice(document: bytes, edits: list | tuple)");
-        return NULL;
-    }
-    PyObject *edits = args[1];
+        !(PyList_CheckExact(args[1]) || PyTuple_CheckExact(args[1])))
+        return reject(PyExc_TypeError, "splice(document: bytes, edits: list | tuple)"), NULL;
+    PyObject *edits = args[1], *result;
     const char *document = PyBytes_AS_STRING(args[0]);
     Py_ssize_t size = PyBytes_GET_SIZE(args[0]), count = PySequence_Fast_GET_SIZE(edits);
     Py_ssize_t total = size, at = 0;
     for (Py_ssize_t i = 0; i < count; i++) { /* check everything before writing anything */
         PyObject *edit = PySequence_Fast_GET_ITEM(edits, i);
-        if (!PyTuple_Check(edit) || PyTuple_GET_SIZE(edit) != 3 ||
-            !PyBytes_Check(PyTuple_GET_ITEM(edit, 2))) {
-            PyErr_SetString(PyExc_TypeError, "an edit is (start: int, end: int, text: bytes)");
-            return NULL;
-        }
-        Py_ssize_t start = offset(PyTuple_GET_ITEM(edit, 0), size);
-        Py_ssize_t end = start < 0 ? -1 : offset(PyTuple_GET_ITEM(edit, 1), size);
+        if (!PyTuple_Check(edit) || LEN(edit) != 3 || !PyBytes_Check(ITEM(edit, 2)))
+            return reject(PyExc_TypeError, "an edit is (start: int, end: int, text: bytes)"), NULL;
+        Py_ssize_t start = offset(ITEM(edit, 0), size);
+        Py_ssize_t end = start < 0 ? -1 : offset(ITEM(edit, 1), size);
         if (end < 0) return NULL;
-        if (start < at || end < start) {
-            PyErr_SetString(PyExc_ValueError, "edits must be sorted and apart");
-            return NULL;
-        }
-        Py_ssize_t text = PyBytes_GET_SIZE(PyTuple_GET_ITEM(edit, 2));
+        if (start < at || end < start)
+            return reject(PyExc_ValueError, "edits must be sorted and apart"), NULL;
         /* total >= end - start here: total - (end - start) >= 0, and text is added to it */
-        if (text > PY_SSIZE_T_MAX - (total - (end - start))) {
-            PyErr_SetString(PyExc_ValueError, "the spliced document would be too large");
-            return NULL;
-        }
-        total += text - (end - start);
+        if (PyBytes_GET_SIZE(ITEM(edit, 2)) > PY_SSIZE_T_MAX - (total - (end - start)))
+            return reject(PyExc_ValueError, "the spliced document would be too large"), NULL;
+        total += PyBytes_GET_SIZE(ITEM(edit, 2)) - (end - start);
         at = end;
     }
     /* Nothing from the check to the end runs Python code (a bytes object is not tracked by
      * the garbage collector): the edits are as checked. */
-    PyObject *result = PyBytes_FromStringAndSize(NULL, total);
-    if (result == NULL) return NULL;
+    if ((result = PyBytes_FromStringAndSize(NULL, total)) == NULL) return NULL;
     char *out = PyBytes_AS_STRING(result);
     at = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *edit = PySequence_Fast_GET_ITEM(edits, i), *text = PyTuple_GET_ITEM(edit, 2);
-        Py_ssize_t start = PyLong_AsSsize_t(PyTuple_GET_ITEM(edit, 0));
+        PyObject *edit = PySequence_Fast_GET_ITEM(edits, i), *text = ITEM(edit, 2);
+        Py_ssize_t start = PyLong_AsSsize_t(ITEM(edit, 0));
         memcpy(out, document + at, start - at);
-        out += start - at;
-        memcpy(out, PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text));
+        memcpy(out += start - at, PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text));
         out += PyBytes_GET_SIZE(text);
-        at = PyLong_AsSsize_t(PyTuple_GET_ITEM(edit, 1));
+        at = PyLong_AsSsize_t(ITEM(edit, 1));
     }
     memcpy(out, document + at, size - at);
     return result;
 }
 
 /* --- the module ----------------------------------------------------------------------------- */
-
+#define METHOD(name, doc) {#name, (PyCFunction)(void (*)(void))name, METH_FASTCALL, doc}
 static PyMethodDef methods[] = {
-    {"id_spans", (PyCFunction)(void (*)(void))id_spans, METH_FASTCALL,
-     "id_spans(document, table) -> list | None: see toolid/prune.py."},
-    {"event_ids", (PyCFunction)(void (*)(void))event_ids, METH_FASTCALL,
-     "event_ids(data, words, limit, table) -> (end, events) | None: see toolid/stream.py."},
-    {"first_marker", (PyCFunction)(void (*)(void))first_marker, METH_FASTCALL,
-     "first_marker(data, words) -> int: see toolid/markers.py."},
-    {"splice", (PyCFunction)(void (*)(void))splice, METH_FASTCALL,
-     "splice(document, edits) -> bytes: see toolid/body.py (apply)."},
+    METHOD(id_spans, "id_spans(document, table) -> list | None: see toolid/prune.py."),
+    METHOD(event_ids, "event_ids(data, words, limit, table) -> (end, events) | None: see "
+                      "toolid/stream.py."),
+    METHOD(first_marker, "first_marker(data, words) -> int: see toolid/markers.py."),
+    METHOD(splice, "splice(document, edits) -> bytes: see toolid/body.py (apply)."),
     {NULL, NULL, 0, NULL},
 };
 
@@ -1091,12 +792,7 @@ static PyModuleDef_Slot slots[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "toolid._native",
-    .m_doc = "Pure primitives over bytes: id_spans, first_marker, splice (toolid/native.py).",
-    .m_size = 0,
-    .m_methods = methods,
-    .m_slots = slots,
-};
+    PyModuleDef_HEAD_INIT, .m_name = "toolid._native", .m_methods = methods, .m_slots = slots,
+    .m_doc = "Pure primitives over bytes: id_spans, event_ids, first_marker, splice (native.py)."};
 
 PyMODINIT_FUNC PyInit__native(void) { return PyModuleDef_Init(&module); }

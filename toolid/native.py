@@ -1,11 +1,16 @@
 """The optional native accelerator, ``toolid._native`` (C, in toolid/_native.c).
 
 It is built with toolid when a C compiler is there (``setup.py``; ``scripts/proxy`` and
-``scripts/test`` build it into ``.venv``) and holds three pure primitives over bytes, each
-the twin of a Python path that stays the reference:
+``scripts/test`` build it into ``.venv``) and holds four pure primitives over bytes, each the
+twin of a Python path that stays the reference:
 
-- ``parse(document, schema)``: a document, keeping only what the table reads, with the span
-  of each id literal, or None for a document it does not vouch for (``toolid.prune``);
+- ``id_spans(document, table)``: the ids at the table's positions in a document, each with the
+  span of its literal (what ``positions.find_ids`` finds in the parsed document), reading only
+  what the table needs; None for a document it does not vouch for (``toolid.prune``,
+  ``toolid.locate``);
+- ``event_ids(data, words, limit, table)``: a piece of an LF stream framed as
+  ``sse.EventFramer.feed_marked`` frames it, with the ids of each one-line event holding a
+  marker word; None for a piece holding a CR (``toolid.stream``);
 - ``first_marker(data, words)``: where the first of a set of marker words starts, or -1
   (``toolid.markers.Markers.in_``);
 - ``splice(document, edits)``: sorted, non-overlapping edits into a document

@@ -6,11 +6,18 @@
  * (PYMEM_ALLOCATOR_MALLOC: ASan sees every object's bounds). TOOLID_FUZZ_TARGET picks the
  * primitive each input goes to:
  *
- * parse        byte 0 picks one of toolid.prune.SCHEMAS (or, from 0xF0 on, a schema built by
- *              schema_from from the next bytes, well formed or not), the rest is the document,
- *              given as a memoryview of libFuzzer's own buffer (a read past it is caught).
- *              It must give None, a pruned document that check_parse vouches for, or (for a
- *              built schema only) TypeError or ValueError.
+ * id_spans     byte 0 picks the table (below 0x80 one of toolid.prune.TABLES, to 0xF0 one's
+ *              schema with another's tree, else one built by table_of from the next 64 bytes,
+ *              well formed or not), the rest is the document, given as a memoryview of
+ *              libFuzzer's own buffer (a read past it is caught). It must give None or ids
+ *              (with a real table: find_ids' ids, each span its literal: check_spans), or (for
+ *              a built table only) TypeError or ValueError.
+ * event_ids    a table as above (an event's), a byte for the words (an API's markers, or
+ *              words spelled out), two bytes of limit (see event_args), the rest is the data
+ *              (a view). The answer must be EventFramer.feed_marked's framing, each one-line
+ *              event's ids id_spans' of its data, or None when the data holds a CR
+ *              (check_events); wrong words or limits must give TypeError or ValueError, and a
+ *              built table may.
  * first_marker byte 0 is the number of words, each word a size byte and its bytes, the rest
  *              is the data (a view, as above); the answer must be a naive search's, and words
  *              that are not 1 to 64 non-empty bytes must give TypeError or ValueError.
@@ -37,30 +44,39 @@ const char *__ubsan_default_options(void) { return "halt_on_error=1:print_stackt
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-enum { PARSE, FIRST_MARKER, SPLICE };
+enum { ID_SPANS, EVENT_IDS, FIRST_MARKER, SPLICE };
 static int target;
-static PyObject *schemas, *schema_from, *check_parse; /* from HELPERS */
+static PyObject *table_of, *event_args, *check_spans, *check_events; /* from HELPERS */
 
-/* Python helpers (stdlib only). */
+/* Python helpers: toolid's pure-Python twins (TOOLID_NATIVE is off). */
 static const char HELPERS[] =
-    "import json, os, sys\n"
+    "import functools, json, os, sys\n"
     "os.environ['TOOLID_NATIVE'] = 'off'\n"
-    "sys.path.insert(0, os.environ['TOOLID_ROOT'])\n"
-    "from toolid.prune import SCHEMAS\n"
-    "schemas = tuple(SCHEMAS[key] for key in sorted(SCHEMAS, key=str))\n"
+    "sys.path[:0] = [os.environ['TOOLID_ROOT'], *os.environ['TOOLID_SITE'].split(os.pathsep)]\n"
+    "from operator import itemgetter\n"
+    "from toolid.body import id_markers\n"
+    "from toolid.markers import Markers\n"
+    "from toolid.positions import TYPE, find_ids, positions\n"
+    "from toolid.prune import TABLES\n"
+    "from toolid.sse import EventFramer\n"
+    "KEYS = sorted(TABLES, key=str)\n"
+    "EVENTS = [i for i, key in enumerate(KEYS) if key[1] == 'event']\n"
+    "NAMES = [b'id', b'type', b'index', b'tool_calls', b'messages', b'content', b'\\xc3\\xa9', b'call_id']\n"
     "class Str(str): pass\n"
-    "def schema_from(data):\n"
+    "markers_of = functools.lru_cache(maxsize=256)(Markers)\n"
+    "def reader(data):\n"
     "    at = [0]\n"
     "    def byte():\n"
     "        at[0] += 1\n"
     "        return data[at[0] - 1] if at[0] <= len(data) else 0\n"
-    "    keys = [b'id', b'type', b'index', b'tool_calls', b'messages', b'content', b'\\xc3\\xa9']\n"
+    "    return byte\n"
+    "def schema_from(byte):\n"
     "    def spec(depth):\n"
     "        b = byte()\n"
     "        if b < 96 or depth > 6: return (0, 1, 2, -1, True, 2**80, None, 0.0)[b % 8]\n"
     "        return node(depth + 1)\n"
     "    def member(depth):\n"
-    "        raw = keys[byte() % len(keys)]\n"
+    "        raw = NAMES[byte() % len(NAMES)]\n"
     "        shape = byte() % 16\n"
     "        text = (raw.decode(), Str(raw.decode()), 'x', raw, '\\ud800')[shape % 5 if shape > 10 else 0]\n"
     "        entry = (raw if shape != 7 else bytearray(raw), text, spec(depth))\n"
@@ -76,24 +92,119 @@ static const char HELPERS[] =
     "        if shape == 4: return (members, 0)\n"
     "        return (members, elements)\n"
     "    return node(0)\n"
-    "def check_parse(document, pruned, spans):\n"
+    "def tree_from(byte):\n"
+    "    names = [name.decode() for name in NAMES]\n"
+    "    def leaf():\n"
+    "        b, shape = byte(), byte()\n"
+    "        name = names[b % len(names)]\n"
+    "        return ((name, b % 4), (name,), (b'id', 0), (Str(name), 0), (name, 0.0))[0 if shape < 0xE0 else shape % 5]\n"
+    "    def step(depth):\n"
+    "        b = byte()\n"
+    "        sets = (None, frozenset(['function_call', 'tool_use']), frozenset(names[:b % 4]), frozenset([1]), {'id'}, 'x')\n"
+    "        types, needs = sets[b % 6 if b >= 0xE0 else b % 3], sets[byte() % 3]\n"
+    "        bare = (False, True, 1)[byte() % 3 if b >= 0xE0 else b % 2]\n"
+    "        whole = (types, needs, bare, tree(depth + 1))\n"
+    "        return whole if byte() < 0xF0 else whole[:3]\n"
+    "    def tree(depth):\n"
+    "        shape = byte() % 24\n"
+    "        leaves = tuple(leaf() for _ in range(byte() % 3))\n"
+    "        members = tuple((names[byte() % len(names)], tree(depth + 1)) for _ in range(byte() % 3 if depth < 5 else 0))\n"
+    "        if shape == 3: members = (('id',),)\n"
+    "        elements = tuple(step(depth) for _ in range(byte() % 2 if depth < 5 else 0))\n"
+    "        if shape == 0: return [leaves, members, elements]\n"
+    "        if shape == 1: return (leaves, members)\n"
+    "        if shape == 2: return (list(leaves), members, elements)\n"
+    "        return (leaves, members, elements)\n"
+    "    return tree(0)\n"
+    "# (bytes read, table, its index in KEYS if a real one) from data's first bytes: below 0x80 a\n"
+    "# real table, to 0xF0 one's schema with another's tree, else one built from the next 64 bytes.\n"
+    "def table_of(data, events):\n"
+    "    keys = EVENTS if events else range(len(KEYS))\n"
+    "    first = data[0]\n"
+    "    if first < 0x80:\n"
+    "        index = keys[first % len(keys)]\n"
+    "        return 1, TABLES[KEYS[index]], index\n"
+    "    if first < 0xF0:\n"
+    "        schema, tree = TABLES[KEYS[first % 9]], TABLES[KEYS[first // 9 % 9]]\n"
+    "        return 1, (schema[0], tree[1], schema[2], schema[3]), None\n"
+    "    byte = reader(data[1:65])\n"
+    "    roots = (('index',), (), ('output_index', 'index'), ['index'], (b'index',), ('index',) * 65)\n"
+    "    table = (schema_from(byte), tree_from(byte), roots[byte() % 6], (True, False, 1)[byte() % 3])\n"
+    "    return 65, table[:3] if byte() >= 0xF0 else table, None\n"
+    "# (bytes read, words, limit, table, index, whether words and limit are right): a table\n"
+    "# (table_of), a byte for the words (below 0xC0 an API's markers, else as many words as it is\n"
+    "# over 0xC0, or 64, 65 for 0xFE, 0xFF, each a size byte and its bytes), 2 bytes of limit (0xFFFF: 2**100, 0xFFFE: -1).\n"
+    "def event_args(data):\n"
+    "    at, table, index = table_of(data, True)\n"
+    "    byte = reader(data[at:])\n"
+    "    w, read, right = byte(), 1, True\n"
+    "    if w < 0xC0:\n"
+    "        api, doc = KEYS[EVENTS[w % 3]]\n"
+    "        words = id_markers(api, doc).words\n"
+    "    else:\n"
+    "        words = []\n"
+    "        for _ in range(w - 0xC0 if w < 0xFE else w - 0xBE):  # 0 to 61, 64, 65 words\n"
+    "            size = byte() % 12\n"
+    "            words.append(bytes(byte() for _ in range(size)))\n"
+    "            read += 1 + size\n"
+    "        words = tuple(words)\n"
+    "        right = 1 <= len(words) <= 64 and b'' not in words\n"
+    "    limit = byte() | byte() << 8\n"
+    "    limit = 2**100 if limit == 0xFFFF else -1 if limit == 0xFFFE else limit\n"
+    "    return at + read + 2, words, limit, table, index, right and limit >= 0\n"
+    "def twin(parsed, api, doc):\n"
+    "    def kind(holder):\n"
+    "        value = holder.get(TYPE)\n"
+    "        return value if isinstance(value, str) else None\n"
+    "    return [(f.key, f.value, f.path, f.role, f.call, f.kind, kind(f.holder)) for f in find_ids(parsed, api, doc)]\n"
+    "# id_spans' answer: None, or rows (with a real table: find_ids' ids, each span its literal).\n"
+    "def check_spans(document, index, spans):\n"
+    "    if spans is None: return\n"
+    "    assert type(spans) is list, spans\n"
+    "    for row in spans:\n"
+    "        assert type(row) is tuple and len(row) == 6, row\n"
+    "        start, end, slot, call, path, holder_type = row\n"
+    "        assert 0 <= start < end <= len(document) and document[start] == document[end - 1] == 0x22, row\n"
+    "        assert type(call) is tuple and type(path) is str and (holder_type is None or type(holder_type) is str), row\n"
+    "    if index is None: return\n"
+    "    api, doc = KEYS[index]\n"
+    "    entries = positions(api, doc)\n"
+    "    spans = sorted(spans, key=itemgetter(2))\n"
+    "    rows = [(entries[slot].key, document[start + 1 : end - 1].decode(), path, entries[slot].role, call,\n"
+    "             entries[slot].kind, holder_type) for start, end, slot, call, path, holder_type in spans]\n"
     "    full = json.loads(document.decode('utf-8'))\n"
-    "    objects = {}\n"
-    "    def walk(kept, value):\n"
-    "        if isinstance(kept, dict):\n"
-    "            assert type(value) is dict and kept.keys() <= value.keys(), (kept, value)\n"
-    "            objects[id(kept)] = (kept, value)\n"
-    "            for key, item in kept.items(): walk(item, value[key])\n"
-    "        elif isinstance(kept, list):\n"
-    "            assert type(value) is list and len(kept) == len(value), (kept, value)\n"
-    "            for item, each in zip(kept, value): walk(item, each)\n"
-    "        elif kept is not None:\n"
-    "            assert type(kept) is type(value) and kept == value, (kept, value)\n"
-    "    walk(pruned, full)\n"
-    "    for (address, key), (start, end) in spans.items():\n"
-    "        kept, value = objects[address]\n"
-    "        literal = json.loads(document[start:end].decode('utf-8'))\n"
-    "        assert literal == kept[key] == value[key], (literal, kept[key], value[key])\n";
+    "    assert rows == twin(full, api, doc), (rows, twin(full, api, doc))\n"
+    "    distinct = sorted({row[:2] for row in spans})\n"
+    "    marks = {span: b'\"@%d@\"' % i for i, span in enumerate(distinct)}\n"
+    "    parts, at = [], 0\n"
+    "    for start, end in distinct:\n"
+    "        parts += [document[at:start], marks[(start, end)]]\n"
+    "        at = end\n"
+    "    marked = json.loads(b''.join(parts + [document[at:]]).decode('utf-8'))\n"
+    "    expected = [marks[row[:2]][1:-1].decode() for row in spans]\n"
+    "    assert [row[1] for row in twin(marked, api, doc)] == expected, 'a span is not its literal'\n"
+    "# event_ids' answer: EventFramer.feed_marked's framing, each one-line event's ids id_spans'.\n"
+    "def check_events(data, words, limit, table, index, result):\n"
+    "    import _native\n"
+    "    if b'\\r' in data:\n"
+    "        assert result is None, result\n"
+    "        return\n"
+    "    framer, marked, at = EventFramer(), [], 0\n"
+    "    for piece, unmarked in framer.feed_marked(data, markers_of(words)):\n"
+    "        if not unmarked: marked.append((at, at + len(piece)))\n"
+    "        at += len(piece)\n"
+    "    assert type(result) is tuple and len(result) == 2 and type(result[1]) is list, result\n"
+    "    end, events = result\n"
+    "    assert end == at == len(data) - len(framer), (end, at)\n"
+    "    assert [event[:2] for event in events] == marked, (events, marked)\n"
+    "    for start, stop, ids in events:\n"
+    "        event = data[start:stop]\n"
+    "        if not (event.startswith(b'data: ') and event.find(b'\\n') == len(event) - 2 and len(event) <= limit):\n"
+    "            assert ids is None, (event, ids)\n"
+    "            continue\n"
+    "        alone = _native.id_spans(event[6:-2], table)\n"
+    "        check_spans(event[6:-2], index, alone)\n"
+    "        assert ids == (alone and [(s + start + 6, e + start + 6, *rest) for s, e, *rest in alone])\n";
 
 static void fail(const char *what) {
     fprintf(stderr, "native_fuzz: %s\n", what);
@@ -137,10 +248,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         fprintf(stderr, "native_fuzz: the canary %s was not caught\n", name);
         exit(3);
     }
-    if (strcmp(name, "parse") == 0) target = PARSE;
+    if (strcmp(name, "id_spans") == 0) target = ID_SPANS;
+    else if (strcmp(name, "event_ids") == 0) target = EVENT_IDS;
     else if (strcmp(name, "first_marker") == 0) target = FIRST_MARKER;
     else if (strcmp(name, "splice") == 0) target = SPLICE;
-    else fail("TOOLID_FUZZ_TARGET: parse, first_marker, splice, canary-asan or canary-ubsan");
+    else fail("TOOLID_FUZZ_TARGET: id_spans, event_ids, first_marker, splice or a canary");
 
     PyPreConfig preconfig;
     PyPreConfig_InitPythonConfig(&preconfig);
@@ -153,9 +265,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     PyObject *ran = globals ? PyRun_String(HELPERS, Py_file_input, globals, globals) : NULL;
     if (ran == NULL) fail("the helpers do not run");
     Py_DECREF(ran);
-    schemas = helper(globals, "schemas");
-    schema_from = helper(globals, "schema_from");
-    check_parse = helper(globals, "check_parse");
+    table_of = helper(globals, "table_of");
+    event_args = helper(globals, "event_args");
+    check_spans = helper(globals, "check_spans");
+    check_events = helper(globals, "check_events");
     return 0;
 }
 
@@ -166,39 +279,72 @@ static PyObject *call(const char *function, PyObject *a, PyObject *b) {
     return PyObject_CallMethod(module, function, "OO", a, b);
 }
 
-static void fuzz_parse(const uint8_t *data, size_t size) {
+/* A view of libFuzzer's own buffer (a read past it is caught), and a copy of its bytes. */
+static PyObject *view_of(const uint8_t *data, size_t size, PyObject **copy) {
+    PyObject *view = PyMemoryView_FromMemory((char *)data, (Py_ssize_t)size, PyBUF_READ);
+    *copy = PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)size);
+    if (view == NULL || *copy == NULL) fail("memoryview");
+    return view;
+}
+
+/* What a helper reads off data's first bytes (a tuple; item 0: how many it read, in *read). */
+static PyObject *header(PyObject *helper, const uint8_t *data, size_t size, size_t *read) {
+    PyObject *head = PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)size);
+    PyObject *got = head == NULL       ? NULL
+                    : helper == table_of ? PyObject_CallFunction(helper, "Oi", head, 0)
+                                         : PyObject_CallOneArg(helper, head);
+    Py_XDECREF(head);
+    if (got == NULL || !PyTuple_Check(got)) fail("a header helper failed");
+    *read = PyLong_AsSize_t(PyTuple_GET_ITEM(got, 0));
+    if (*read > size) *read = size;
+    return got;
+}
+
+static void fuzz_id_spans(const uint8_t *data, size_t size) {
     if (size < 1) return;
-    int built = data[0] >= 0xF0;
-    PyObject *schema;
-    if (built) {
-        size_t bytes = size > 64 ? 64 : size - 1;
-        PyObject *source = PyBytes_FromStringAndSize((const char *)data + 1, (Py_ssize_t)bytes);
-        schema = source ? PyObject_CallOneArg(schema_from, source) : NULL;
-        Py_XDECREF(source);
-        data += bytes, size -= bytes;
-    } else {
-        schema = Py_XNewRef(PyTuple_GetItem(schemas, data[0] % PyTuple_GET_SIZE(schemas)));
-    }
-    if (schema == NULL) fail("no schema");
-    PyObject *view = PyMemoryView_FromMemory((char *)data + 1, (Py_ssize_t)size - 1, PyBUF_READ);
-    if (view == NULL) fail("memoryview");
-    PyObject *result = call("parse", view, schema);
+    size_t at;
+    PyObject *head = header(table_of, data, size, &at), *document;
+    PyObject *view = view_of(data + at, size - at, &document);
+    PyObject *result = call("id_spans", view, PyTuple_GET_ITEM(head, 1));
     if (result == NULL) {
-        if (!built || !refused()) fail("parse raised");
-    } else if (result != Py_None) {
-        if (!PyTuple_Check(result) || PyTuple_GET_SIZE(result) != 2) fail("parse: not a pair");
-        PyObject *document = PyBytes_FromStringAndSize((const char *)data + 1, (Py_ssize_t)size - 1);
-        PyObject *checked = document ? PyObject_CallFunctionObjArgs(
-                                           check_parse, document, PyTuple_GET_ITEM(result, 0),
-                                           PyTuple_GET_ITEM(result, 1), NULL)
-                                     : NULL;
-        if (checked == NULL) fail("parse vouched for what the full parse does not read alike");
+        if (data[0] < 0xF0 || !refused()) fail("id_spans raised");
+    } else {
+        PyObject *checked = PyObject_CallFunctionObjArgs(check_spans, document,
+                                                         PyTuple_GET_ITEM(head, 2), result, NULL);
+        if (checked == NULL) fail("id_spans is not find_ids");
         Py_DECREF(checked);
-        Py_DECREF(document);
     }
     Py_XDECREF(result);
     Py_DECREF(view);
-    Py_DECREF(schema);
+    Py_DECREF(document);
+    Py_DECREF(head);
+}
+
+static void fuzz_event_ids(const uint8_t *data, size_t size) {
+    if (size < 1) return;
+    size_t at;
+    PyObject *head = header(event_args, data, size, &at), *bytes;
+    PyObject *words = PyTuple_GET_ITEM(head, 1), *limit = PyTuple_GET_ITEM(head, 2);
+    PyObject *table = PyTuple_GET_ITEM(head, 3), *index = PyTuple_GET_ITEM(head, 4);
+    PyObject *view = view_of(data + at, size - at, &bytes);
+    PyObject *module = PyImport_ImportModule("_native");
+    if (module == NULL) fail("import _native");
+    PyObject *result = PyObject_CallMethod(module, "event_ids", "OOOO", view, words, limit, table);
+    int right = PyTuple_GET_ITEM(head, 5) == Py_True;
+    if (result == NULL) {
+        if ((right && data[0] < 0xF0) || !refused()) fail("event_ids raised");
+    } else {
+        if (!right) fail("event_ids took words or a limit it must refuse");
+        PyObject *checked = PyObject_CallFunctionObjArgs(check_events, bytes, words, limit, table,
+                                                         index, result, NULL);
+        if (checked == NULL) fail("event_ids is not the framer");
+        Py_DECREF(checked);
+    }
+    Py_XDECREF(result);
+    Py_DECREF(module);
+    Py_DECREF(view);
+    Py_DECREF(bytes);
+    Py_DECREF(head);
 }
 
 static void fuzz_first_marker(const uint8_t *data, size_t size) {
@@ -321,7 +467,8 @@ static void fuzz_splice(const uint8_t *data, size_t size) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (target == PARSE) fuzz_parse(data, size);
+    if (target == ID_SPANS) fuzz_id_spans(data, size);
+    else if (target == EVENT_IDS) fuzz_event_ids(data, size);
     else if (target == FIRST_MARKER) fuzz_first_marker(data, size);
     else fuzz_splice(data, size);
     if (PyErr_Occurred()) fail("an exception was left set");

@@ -11,9 +11,12 @@ when a source, the interpreter or the flags change), then:
 1. runs two canaries, a deliberate heap overflow and a deliberate signed overflow, and fails
    unless ASan and UBSan each report theirs: the sanitizers are really in the program;
 2. replays every input under ``tests/fuzz/native-regressions/<target>/``;
-3. fuzzes each primitive (parse, first_marker, splice), all three at once, for the budget:
-   60 s, or 900 s with ``--long`` (or ``--seconds``), from a corpus kept in
+3. fuzzes each primitive (id_spans, event_ids, first_marker, splice), all at once, for the
+   budget: 60 s, or 900 s with ``--long`` (or ``--seconds``), from a corpus kept in
    ``build/fuzz-native/corpus/`` and seeds made from ``tests/data``.
+
+The embedded interpreter finds toolid in this checkout and its imports in this environment's
+site-packages (``TOOLID_SITE``): the harness checks each answer against toolid's Python twins.
 
 An input that crashes, trips a sanitizer or gets a wrong answer fails the run and is copied
 into ``tests/fuzz/native-regressions/<target>/``: fix the bug and commit the file, and every
@@ -39,15 +42,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-os.environ["TOOLID_NATIVE"] = "off"  # the schemas only (the harness has its own extension)
+os.environ["TOOLID_NATIVE"] = "off"  # the tables only (the harness has its own extension)
 
-from toolid.prune import SCHEMAS  # noqa: E402
+from toolid.prune import TABLES  # noqa: E402
 
 HARNESS = REPO / "tests" / "fuzz" / "native_fuzz.c"
 SOURCES = [HARNESS, REPO / "toolid" / "_native.c", Path(__file__)]
 REGRESSIONS = REPO / "tests" / "fuzz" / "native-regressions"
 BUILD = REPO / "build" / "fuzz-native"
-TARGETS = ("parse", "first_marker", "splice")
+TARGETS = ("id_spans", "event_ids", "first_marker", "splice")
 CI_SECONDS, LONG_SECONDS = 60, 900
 SANITIZE = ["-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined"]
 
@@ -140,6 +143,10 @@ def environment(target: str) -> dict[str, str]:
         "TOOLID_FUZZ_TARGET": target,
         "TOOLID_ROOT": str(REPO),
         "PYTHONHOME": sys.base_prefix,  # the embedded interpreter's standard library
+        # and this environment's packages (toolid's own imports need them)
+        "TOOLID_SITE": os.pathsep.join(
+            dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
+        ),
         "PYTHONDONTWRITEBYTECODE": "1",
     }
 
@@ -165,11 +172,18 @@ def seeds(target: str, into: Path) -> None:
     data = REPO / "tests" / "data"
     documents = [p.read_bytes() for p in sorted(data.glob("*.json"))]
     documents += (data / "transcript.jsonl").read_bytes().splitlines()
-    for stream in sorted(data.glob("*.sse")):
-        lines = stream.read_bytes().splitlines()
+    streams = [p.read_bytes() for p in sorted(data.glob("*.sse"))]  # chat, messages, responses
+    for stream in streams:
+        lines = stream.splitlines()
         documents += [line[6:] for line in lines if line.startswith(b"data: {")]
-    if target == "parse":
-        inputs = [bytes([i]) + doc for i in range(len(SCHEMAS)) for doc in documents]
+    if target == "id_spans":
+        inputs = [bytes([i]) + doc for i in range(len(TABLES)) for doc in documents]
+    elif target == "event_ids":
+        inputs = []
+        for api, stream in enumerate(streams):  # the API's table and markers, limit 32767
+            data_only = b"\n".join(line for line in stream.split(b"\n") if b"event:" not in line)
+            for body in (stream, data_only, data_only[len(data_only) // 3 :]):
+                inputs.append(bytes([api, api, 0xFF, 0x7F]) + body)
     elif target == "first_marker":
         words = b'\x04"id"\x09"call_id"\x0btool_use_id'
         inputs = [b"\x03\x00" + words + doc for doc in documents]
@@ -195,7 +209,7 @@ def replay(program: Path, target: str) -> bool:
 
 
 def fuzz(program: Path, seconds: int) -> bool:
-    """Fuzz the three targets at once for ``seconds``; False (and the inputs saved as
+    """Fuzz the targets at once for ``seconds``; False (and the inputs saved as
     regressions) if any found a failing input."""
     scratch = Path(tempfile.mkdtemp(prefix="toolid-fuzz-native-"))
     runs = {}
