@@ -15,6 +15,13 @@ _PATH_RULES: Final[tuple[tuple[re.Pattern[str], Api, re.Pattern[str] | None], ..
     (re.compile(r"/responses(?:/input_tokens|/[^/]+)?/?$"), Api.RESPONSES, None),
     # OpenAI Assistants also has .../threads/<id>/messages, with other shapes.
     (re.compile(r"/messages(?:/count_tokens)?/?$"), Api.MESSAGES, re.compile(r"/threads/")),
+    # Claude on Vertex AI: .../publishers/anthropic/models/{model}:rawPredict (buffered) and
+    # :streamRawPredict (SSE) carry Messages bodies (the model in the path, not the body).
+    (
+        re.compile(r"/publishers/anthropic/models/[^/]+:(?:raw|streamRaw)Predict$"),
+        Api.MESSAGES,
+        None,
+    ),
 )
 
 _MESSAGES_BLOCKS: Final = frozenset(
