@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from mitmproxy import command, contentviews, ctx, exceptions, http
+from mitmproxy import command, contentviews, ctx, exceptions, http, websocket
 from mitmproxy import flow as mflow
 
 # mitmproxy puts only this file's folder on sys.path: an installed toolid is used if there is
@@ -36,18 +36,37 @@ if importlib.util.find_spec("toolid_view") is None:
 from toolid_view import ToolIdView, api_of
 
 import toolid
-from toolid import PROFILES, Change, annotate, codec, destination, report, rules, scope, trace
-from toolid.apis import api_from_path
-from toolid.codec import Profile
-from toolid.occurrence import NOTHING_TAKEN, Taken
-from toolid.rewrite import Rewritten
-from toolid.stream import DEFAULT_MAX_EVENT_BYTES
+from toolid import (
+    DEFAULT_MAX_EVENT_BYTES,
+    PROFILES,
+    Api,
+    Change,
+    Framing,
+    Profile,
+    Rewritten,
+    Taken,
+    annotate,
+    api_from_path,
+    codec,
+    destination,
+    framing_of,
+    report,
+    rules,
+    scope,
+    signing,
+    trace,
+)
 
 logger = logging.getLogger(__name__)
+_NOTHING_TAKEN = Taken()  # a flow whose request history was not read
 
 MODES = ("rewrite", "observe")
+WEBSOCKET_MODES = ("rewrite", "pass", "refuse")
 MARK_CHANGED = ":wrench:"
 MARK_PROBLEM = ":warning:"
+# A signed request (and its response), passed byte for byte on purpose: not a change, and not
+# a problem of the flow, so neither of the marks above.
+MARK_SIGNED = ":lock:"
 MAX_RECORDS = 1000  # change records kept per flow side: memory stays bounded on endless streams
 DRAIN_EVERY = 256  # a stream's changes are recorded in batches of this many, and at its end
 LOG_EVERY = 0.25  # seconds: change lines are logged together at most this often
@@ -87,13 +106,19 @@ class ToolId:
         self.max_event_bytes = DEFAULT_MAX_EVENT_BYTES
         self._every_host = True  # toolid_hosts covers every host
         # Change lines waiting to be logged together (see _log_change): comment and request.
-        self._pending_lines: list[tuple[str, _Where]] = []
+        self._pending_lines: list[tuple[str, _Where, str]] = []
         # The ids each in-flight flow's request history defines, for its response's
         # occurrence tags: per flow, gone with the flow (the proxy keeps no state across).
         self._taken: weakref.WeakKeyDictionary[http.HTTPFlow, Taken] = weakref.WeakKeyDictionary()
         # What each flow's comment summarises (the number of records of each side): a comment
         # is rewritten only when there is more to say.
         self._summarised: weakref.WeakKeyDictionary[http.HTTPFlow, tuple[int, int, int]] = (
+            weakref.WeakKeyDictionary()
+        )
+        # Responses over WebSocket: each open connection's state (what it takes, the current
+        # response), gone when the connection closes.
+        self.websocket = "rewrite"
+        self._sockets: weakref.WeakKeyDictionary[http.HTTPFlow, _Socket] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -159,6 +184,14 @@ class ToolId:
             DEFAULT_MAX_EVENT_BYTES,
             "Largest streamed (SSE) event toolid rewrites; larger events pass unchanged.",
         )
+        loader.add_option(
+            "toolid_websocket",
+            str,
+            "rewrite",
+            "The Responses API over WebSocket (Codex): rewrite its messages' ids, pass them "
+            "unchanged, or refuse the upgrade with 426 (the client falls back to HTTP).",
+            choices=WEBSOCKET_MODES,
+        )
 
     def configure(self, updated: set[str]) -> None:
         if "toolid_hosts" in updated:
@@ -179,7 +212,11 @@ class ToolId:
             self.destinations = destination.Destinations(
                 self.model_rules, self.host_rules, self.strict_hosts
             )
-        for option, allowed in (("toolid_profile", PROFILES), ("toolid_mode", MODES)):
+        for option, allowed in (
+            ("toolid_profile", PROFILES),
+            ("toolid_mode", MODES),
+            ("toolid_websocket", WEBSOCKET_MODES),
+        ):
             if option in updated and getattr(ctx.options, option) not in allowed:
                 raise exceptions.OptionsError(
                     f"{option} must be one of {', '.join(allowed)}, "
@@ -193,6 +230,7 @@ class ToolId:
         self.profile = cast(Profile, ctx.options.toolid_profile)
         self.observe = ctx.options.toolid_mode == "observe"
         self.max_event_bytes = ctx.options.toolid_max_event_bytes
+        self.websocket = ctx.options.toolid_websocket
 
     def done(self) -> None:
         self._flush_lines()
@@ -248,6 +286,12 @@ class ToolId:
         if flow.response or flow.error or not flow.live or not self._in_scope(flow):
             return
         try:
+            if self._leave_signed(flow):
+                return
+        except Exception as exc:  # never rewrite what might be signed
+            self._problem(flow, f"request left unchanged: unexpected error {exc!r}")
+            return
+        try:
             self._rewrite_request(flow)
         except Exception as exc:
             self._problem(flow, f"request left unchanged: unexpected error {exc!r}")
@@ -256,10 +300,14 @@ class ToolId:
         response = flow.response
         if response is None or not flow.live or not self._in_scope(flow):
             return
-        if not response.headers.get("content-type", "").lower().startswith("text/event-stream"):
+        if _signed(flow):
+            self._pass_signed_stream(response)
+            return
+        framing = framing_of(response.headers.get("content-type", ""))
+        if framing is None:
             return
         try:
-            self._start_stream(flow, response)
+            self._start_stream(flow, response, framing)
         except Exception as exc:
             self._problem(flow, f"stream passed unchanged: {exc}")
             # Still streamed (as is): buffered, an event stream would reach the agent at its end.
@@ -267,7 +315,7 @@ class ToolId:
             self._record(flow)["streamed"] = True
 
     def response(self, flow: http.HTTPFlow) -> None:
-        if flow.response is None or not flow.live or not self._in_scope(flow):
+        if flow.response is None or not flow.live or not self._in_scope(flow) or _signed(flow):
             return
         try:
             if not flow.response.stream:
@@ -283,6 +331,115 @@ class ToolId:
         self._taken.pop(flow, None)
         if "toolid" in flow.metadata:
             self._finish(flow)
+
+    # --- Responses over WebSocket ------------------------------------------------------------
+    # Each text message is one Responses document: a client's is a request (restore), a
+    # server's one streaming event (encode), through toolid.ResponsesConnection, which holds
+    # what the connection takes for occurrence tags (docs/wire-format.md). Other messages,
+    # and the WebSockets of other paths, pass as they are.
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        if self.websocket != "refuse" or not flow.live or not self._in_scope(flow):
+            return
+        try:
+            if _responses_upgrade(flow.request):
+                flow.response = http.Response.make(
+                    426,
+                    b"toolid: the Responses API over WebSocket is refused here; use HTTP\n",
+                    {"content-type": "text/plain"},
+                )
+                self._record(flow)["websocket"] = {"refused": True}
+                flow.comment = "toolid: WebSocket upgrade refused (426, toolid_websocket=refuse)"
+                logger.info(f"{flow.comment} [{_describe(flow)}]")
+        except Exception as exc:
+            self._problem(flow, f"WebSocket upgrade passed: unexpected error {exc!r}")
+
+    def websocket_start(self, flow: http.HTTPFlow) -> None:
+        if self.websocket != "rewrite" or not self._in_scope(flow):
+            return
+        try:
+            if api_from_path(flow.request.path) is not Api.RESPONSES:
+                return
+            connection = toolid.ResponsesConnection(
+                rules=self._rules_for(flow), profile=self.profile
+            )
+            self._sockets[flow] = _Socket(connection)
+            record = self._record(flow)
+            record["api"] = Api.RESPONSES.value
+            record["websocket"] = {"messages": 0, "responses": 0}
+        except Exception as exc:
+            self._problem(flow, f"WebSocket passed unchanged: unexpected error {exc!r}")
+
+    def websocket_message(self, flow: http.HTTPFlow) -> None:
+        socket = self._sockets.get(flow)
+        if socket is None or flow.websocket is None or not flow.websocket.messages:
+            return
+        message = flow.websocket.messages[-1]
+        if not message.is_text or message.dropped or message.injected:
+            return
+        number = len(flow.websocket.messages)
+        try:
+            self._rewrite_message(flow, socket, message, number)
+        except Exception as exc:
+            self._problem(flow, f"message {number} left unchanged: unexpected error {exc!r}")
+
+    def websocket_end(self, flow: http.HTTPFlow) -> None:
+        socket = self._sockets.pop(flow, None)
+        if socket is None:
+            return
+        try:
+            self._end_response(flow, socket)
+        except Exception as exc:
+            self._problem(flow, f"WebSocket records incomplete: unexpected error {exc!r}")
+
+    def _rewrite_message(
+        self, flow: http.HTTPFlow, socket: _Socket, message: websocket.WebSocketMessage, number: int
+    ) -> None:
+        connection = socket.connection
+        content = message.content
+        if message.from_client:
+            side = "request"
+            result = connection.client_message(content)
+        else:
+            side = "response"
+            result = connection.server_message(content)
+        for problem in result.problems:
+            self._problem(flow, f"message {number}: {problem}")
+        stats = self._record(flow).setdefault("websocket", {})
+        stats["messages"] = stats.get("messages", 0) + 1
+        stats["responses"] = connection.responses
+        if result.changes:
+            self._note_message(flow, side, result.changes, number)
+            socket.note(result.changes)
+            if not self.observe and result.changed:
+                message.content = result.body
+        if not message.from_client and connection.ended:
+            self._end_response(flow, socket)
+
+    def _note_message(
+        self, flow: http.HTTPFlow, side: str, changes: Sequence[Change], number: int
+    ) -> None:
+        """``_note`` for one WebSocket message: each record says which message it is."""
+        record = self._record(flow)
+        before = len(record.get(side, ()))
+        self._note(flow, side, changes)
+        for change in record.get(side, [])[before:]:
+            change["message"] = number
+
+    def _end_response(self, flow: http.HTTPFlow, socket: _Socket) -> None:
+        """A response on the connection ended (or the connection did): its log line, and the
+        flow's comment brought up to date."""
+        records, omitted = socket.pending, socket.omitted
+        if not records:
+            return
+        socket.pending, socket.omitted = [], 0
+        self._comment(flow)
+        summary = report.summary(records, self.observe)
+        if omitted:
+            summary += f" (+{omitted} more)"
+        label = "toolid (observe)" if self.observe else "toolid"
+        where = f"WebSocket response {socket.connection.responses}"
+        self._log_change(f"{label}: {summary}", _where(flow), where)
 
     # --- the work ----------------------------------------------------------------------------
 
@@ -309,7 +466,7 @@ class ToolId:
     def _rewrite_response(self, flow: http.HTTPFlow, response: http.Response) -> None:
         content = self._json_body(flow, response, "response")
         if content is not None:
-            taken = self._taken.pop(flow, NOTHING_TAKEN)
+            taken = self._taken.pop(flow, _NOTHING_TAKEN)
             result = toolid.rewrite_response(
                 content, api=api_of(flow), taken=taken, profile=self.profile
             )
@@ -347,13 +504,16 @@ class ToolId:
             return None
         return content or None
 
-    def _start_stream(self, flow: http.HTTPFlow, response: http.Response) -> None:
+    def _start_stream(self, flow: http.HTTPFlow, response: http.Response, framing: Framing) -> None:
+        """Stream an event stream (SSE, or AWS eventstream: Bedrock's ConverseStream and
+        InvokeModelWithResponseStream) through the rewriter of its framing."""
         stream = toolid.ResponseStream(
             api=api_of(flow),
-            taken=self._taken.pop(flow, NOTHING_TAKEN),
+            taken=self._taken.pop(flow, _NOTHING_TAKEN),
             profile=self.profile,
             content_encoding=response.headers.get("content-encoding", ""),
             max_event_bytes=self.max_event_bytes,
+            framing=framing,
         )
         self._record(flow)["streamed"] = True
         if not self.observe:
@@ -400,6 +560,36 @@ class ToolId:
             return result.body if (result.body or not data) else ()
 
         return function
+
+    # --- signed requests: never a byte changed ----------------------------------------------
+
+    def _leave_signed(self, flow: http.HTTPFlow) -> bool:
+        """Whether the request is signed over its bytes (``toolid.signing``); then it and its
+        response pass byte for byte (not even accept-encoding changes: SigV4 signs it). An API
+        call (a known route, or a JSON body) is also marked, commented and logged once as
+        such. The signature's value is never recorded or logged, only its scheme."""
+        request = flow.request
+        scheme = signing.signature_of(request.headers.items(multi=True), request.path)
+        if scheme is None:
+            return False
+        record = self._record(flow)
+        record["signed"] = scheme
+        api = api_from_path(request.path)
+        if api is not None:
+            record["api"] = api.value
+        elif not _is_json(request.headers.get("content-type", "")):
+            return True  # not an API call toolid reads (an S3 upload, say): nothing to say
+        flow.marked = MARK_SIGNED
+        flow.comment = f"toolid: signed request ({scheme}): ids left as they are"
+        self._log_change(flow.comment, _where(flow))
+        return True
+
+    @staticmethod
+    def _pass_signed_stream(response: http.Response) -> None:
+        """A signed flow's event stream is streamed as it comes (buffered, it would reach the
+        agent only at its end), never rewritten."""
+        if framing_of(response.headers.get("content-type", "")) is not None:
+            response.stream = True
 
     # --- scope and bookkeeping ---------------------------------------------------------------
 
@@ -472,7 +662,7 @@ class ToolId:
             self._comment(flow)
             self._log_change(flow.comment, _where(flow))
 
-    def _log_change(self, comment: str, where: _Where) -> None:
+    def _log_change(self, comment: str, where: _Where, detail: str = "") -> None:
         """Log one flow's change line (INFO): its comment and request. In mitmproxy's event
         loop, the lines are gathered, and written as one record at most every LOG_EVERY
         seconds (made then, after the flow's response has gone): mitmproxy hands every record
@@ -481,16 +671,22 @@ class ToolId:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not in an event loop (a script, a test): at once
-            logger.info(_change_line(comment, where))
+            logger.info(_change_line(comment, where, detail))
             return
         if not self._pending_lines:
             loop.call_later(LOG_EVERY, self._flush_lines)
-        self._pending_lines.append((comment, where))
+        self._pending_lines.append((comment, where, detail))
 
     def _flush_lines(self) -> None:
         lines, self._pending_lines = self._pending_lines, []
         if lines:
-            logger.info("\n".join(_change_line(comment, where) for comment, where in lines))
+            logger.info("\n".join(_change_line(*line) for line in lines))
+
+
+def _signed(flow: http.HTTPFlow) -> bool:
+    """Whether toolid left the flow alone as a signed request (``ToolId._leave_signed``)."""
+    record = flow.metadata.get("toolid")
+    return isinstance(record, dict) and "signed" in record
 
 
 def _is_json(content_type: str) -> bool:
@@ -519,8 +715,33 @@ def _description(where: _Where) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")  # undecodable path bytes
 
 
-def _change_line(comment: str, where: _Where) -> str:
-    return f"{comment} [{_description(where)}]"
+def _change_line(comment: str, where: _Where, detail: str = "") -> str:
+    return f"{comment} [{_description(where)}{', ' + detail if detail else ''}]"
+
+
+class _Socket:
+    """What toolid holds for one open Responses WebSocket."""
+
+    __slots__ = ("connection", "omitted", "pending")
+
+    def __init__(self, connection: toolid.ResponsesConnection) -> None:
+        self.connection = connection
+        # The current response's records, for its log line (at most MAX_RECORDS, then counted)
+        self.pending: list[dict[str, Any]] = []
+        self.omitted = 0
+
+    def note(self, changes: Sequence[Change]) -> None:
+        room = max(0, MAX_RECORDS - len(self.pending))
+        self.pending.extend(report.as_records(changes[:room]))
+        self.omitted += max(0, len(changes) - room)
+
+
+def _responses_upgrade(request: http.Request) -> bool:
+    """Whether a request asks to upgrade a Responses route to WebSocket."""
+    return (
+        request.headers.get("upgrade", "").lower() == "websocket"
+        and api_from_path(request.path) is Api.RESPONSES
+    )
 
 
 def _parse_hosts(option: str, values: Sequence[str]) -> tuple[scope.HostPattern, ...]:
@@ -568,7 +789,15 @@ def exchange(flow: mflow.Flow) -> trace.Exchange | None:
         api_of(flow),
         record if isinstance(record, dict) else {},
         _Bodies(flow),
+        _messages(flow),
     )
+
+
+def _messages(flow: http.HTTPFlow) -> list[tuple[bool, bytes | None]]:
+    """A WebSocket flow's messages as ``trace.Exchange`` takes them (binary ones as None)."""
+    if flow.websocket is None:
+        return []
+    return [(m.from_client, m.content if m.is_text else None) for m in flow.websocket.messages]
 
 
 class _Bodies(Mapping[annotate.Side, tuple[bytes | None, str | None]]):

@@ -1,5 +1,6 @@
-"""The ``toolid`` contentview: request and response bodies (JSON, SSE) with every tool-call id
-annotated (``toolid.annotate``), and what toolid recorded for the flow on top.
+"""The ``toolid`` contentview: request and response bodies (JSON, SSE) and the messages of a
+Responses WebSocket with every tool-call id annotated (``toolid.annotate``), and what toolid
+recorded for the flow (or the message) on top.
 
 Part of the mitmproxy glue (``toolid_addon.py`` registers it); imported from this folder, as
 mitmproxy puts a script's own folder on ``sys.path``.
@@ -7,7 +8,7 @@ mitmproxy puts a script's own folder on ``sys.path``.
 
 from __future__ import annotations
 
-from mitmproxy import contentviews, ctx, http
+from mitmproxy import contentviews, ctx, http, websocket
 
 from toolid import annotate, codec, report
 from toolid.apis import api_from_path
@@ -39,6 +40,8 @@ class ToolIdView(contentviews.Contentview):
         return "yaml"  # JSON is YAML; the annotations are YAML comments
 
     def prettify(self, data: bytes, metadata: contentviews.Metadata) -> str:
+        if (found := _websocket_message(metadata)) is not None:
+            return _prettify_message(data, *found)
         side, flow = _side_and_flow(metadata)
         if side is None:
             raise ValueError("not an HTTP body")
@@ -49,6 +52,8 @@ class ToolIdView(contentviews.Contentview):
         return "\n".join([*notes, text])
 
     def render_priority(self, data: bytes, metadata: contentviews.Metadata) -> float:
+        if (found := _websocket_message(metadata)) is not None:
+            return _message_priority(data, *found)
         side, flow = _side_and_flow(metadata)
         if side is None or not data:
             return -1
@@ -72,6 +77,52 @@ def _side_and_flow(
     if isinstance(message, http.Response):
         return "response", flow
     return None, None
+
+
+# --- WebSocket messages (the Responses API over WebSocket) ---------------------------------
+
+
+def _websocket_message(
+    metadata: contentviews.Metadata,
+) -> tuple[websocket.WebSocketMessage, http.HTTPFlow] | None:
+    message = metadata.websocket_message
+    if message is None or not isinstance(metadata.flow, http.HTTPFlow):
+        return None
+    return message, metadata.flow
+
+
+def _prettify_message(data: bytes, message: websocket.WebSocketMessage, flow: http.HTTPFlow) -> str:
+    if not message.is_text:
+        raise ValueError("a binary WebSocket message")
+    text = annotate.annotate_message(data, message.from_client, api_of(flow), profile=_profile())
+    return "\n".join([*_message_notes(flow, message), text])
+
+
+def _message_priority(
+    data: bytes, message: websocket.WebSocketMessage, flow: http.HTTPFlow
+) -> float:
+    if not message.is_text or annotate.body_kind(data) != "json":
+        return -1
+    if api_of(flow) is Api.RESPONSES:
+        return VIEW_PRIORITY
+    if len(data) <= _PRIORITY_SCAN_LIMIT and annotate.message_sightings(data, message.from_client):
+        return VIEW_PRIORITY
+    return 0
+
+
+def _message_notes(flow: http.HTTPFlow, message: websocket.WebSocketMessage) -> list[str]:
+    """What toolid recorded for this WebSocket message (its records carry its number)."""
+    record = flow.metadata.get("toolid")
+    if not isinstance(record, dict) or flow.websocket is None:
+        return []
+    number = next((n for n, m in enumerate(flow.websocket.messages, 1) if m is message), None)
+    side = "request" if message.from_client else "response"
+    changes = [c for c in record.get(side, ()) if c.get("message") == number]
+    if not changes:
+        return []
+    observe = bool(record.get("observe"))
+    label = "toolid (observe)" if observe else "toolid"
+    return [f"# {label} on this message: {report.summary(changes, observe=observe)}"]
 
 
 def _flow_notes(flow: http.HTTPFlow, side: annotate.Side) -> list[str]:

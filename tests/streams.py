@@ -375,6 +375,35 @@ def messages_events(tool_id: str) -> list[Event]:
     ]
 
 
+def converse_events(tool_id: str) -> list[Event]:
+    """A Bedrock ConverseStream: a text block, then a toolUse block. On the wire each event is
+    an eventstream frame (``:event-type`` the name, the payload the data: botocore's
+    service-2.json ConverseStreamOutput); written as SSE here, the payloads are the same."""
+
+    def event(kind: str, **fields: Any) -> Event:
+        return {"event": kind, "data": {**fields, "p": "abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"}}
+
+    start = {"toolUse": {"toolUseId": tool_id, "name": "get_weather"}}
+    return [
+        event("messageStart", role="assistant"),
+        event("contentBlockDelta", contentBlockIndex=0, delta={"text": "Okay, "}),
+        event("contentBlockDelta", contentBlockIndex=0, delta={"text": "checking."}),
+        event("contentBlockStop", contentBlockIndex=0),
+        event("contentBlockStart", contentBlockIndex=1, start=start),
+        *(
+            event("contentBlockDelta", contentBlockIndex=1, delta={"toolUse": {"input": part}})
+            for part in ARG_FRAGMENTS
+        ),
+        event("contentBlockStop", contentBlockIndex=1),
+        event("messageStop", stopReason="tool_use"),
+        event(
+            "metadata",
+            usage={"inputTokens": 472, "outputTokens": 89, "totalTokens": 561},
+            metrics={"latencyMs": 1234},
+        ),
+    ]
+
+
 # --- registry ----------------------------------------------------------------------------------
 
 
@@ -384,6 +413,8 @@ def events_for(api: Api, raw_id: str) -> list[Event]:
         return chat_events(raw_id)
     if api is Api.RESPONSES:
         return responses_events(raw_id)
+    if api is Api.CONVERSE:
+        return converse_events(raw_id)
     return messages_events(raw_id)
 
 
@@ -485,6 +516,10 @@ def tool_ids(api: Api, document: Any) -> Iterator[tuple[str, str]]:
             if item.get("type") == "function_call":
                 yield f"response.output[{k}].id", item["id"]
                 yield f"response.output[{k}].call_id", item["call_id"]
+    elif api is Api.CONVERSE:
+        start = document.get("start")
+        if isinstance(start, dict) and isinstance(start.get("toolUse"), dict):
+            yield "start.toolUse.toolUseId", start["toolUse"]["toolUseId"]
     else:
         block = document.get("content_block")
         if isinstance(block, dict) and block.get("type") == "tool_use":

@@ -1045,6 +1045,53 @@ class Builder:
     def blocks(self, path: str) -> list[Any]:
         return [self.block(f"{path}[{i}]") for i in range(self.count(4))]
 
+    def converse_block(self, path: str) -> dict[str, Any]:
+        """A Bedrock Converse content block: a union, its member naming the kind."""
+        kind = self.draw(st.sampled_from(["toolUse", "toolResult", "text", "reasoningContent"]))
+        if kind == "toolUse":
+            look = self.draw(st.sampled_from(self.looks))
+            return {
+                "toolUse": {
+                    "toolUseId": self.at(f"{path}.toolUse.toolUseId"),
+                    "name": "f",
+                    "input": {"toolUseId": look, "x": self.fill()},
+                }
+            }
+        if kind == "toolResult":
+            return {
+                "toolResult": {
+                    "toolUseId": self.at(f"{path}.toolResult.toolUseId"),
+                    "content": [{"text": self.text()}, {"json": {"toolUseId": self.looks[0]}}],
+                    "status": "success",
+                }
+            }
+        return {kind: {"text": self.text(), "toolUseId": self.draw(st.sampled_from(self.looks))}}
+
+    def converse_blocks(self, path: str) -> list[Any]:
+        return [self.converse_block(f"{path}[{i}]") for i in range(self.count(4))]
+
+    def converse(self, doc: Doc) -> dict[str, Any]:
+        if doc is Doc.RESPONSE:
+            content = self.converse_blocks("output.message.content")
+            return {"output": {"message": {"role": "assistant", "content": content}}}
+        if doc is Doc.REQUEST:
+            return {
+                "modelId": "m",
+                "messages": [
+                    {"role": "user", "content": [{"text": self.text()}]},
+                    {"role": "assistant", "content": self.converse_blocks("messages[1].content")},
+                    {"role": "user", "content": self.converse_blocks("messages[2].content")},
+                ],
+            }
+        kind = self.draw(st.sampled_from(["toolUse", "toolResult", "delta"]))
+        if kind == "delta":
+            look = self.draw(st.sampled_from(self.looks))
+            return {"contentBlockIndex": 1, "delta": {"toolUse": {"input": look}}}
+        return {
+            "contentBlockIndex": self.count(),
+            "start": {kind: {"toolUseId": self.at(f"start.{kind}.toolUseId"), "name": "f"}},
+        }
+
     def document(self, api: Api, doc: Doc) -> dict[str, Any]:
         body: dict[str, Any]
         if api is Api.CHAT and doc is Doc.RESPONSE:
@@ -1127,6 +1174,8 @@ class Builder:
                     "item_id": self.at("item_id"),
                     "delta": self.text(),
                 }
+        elif api is Api.CONVERSE:
+            body = self.converse(doc)
         elif doc is Doc.RESPONSE:
             body = {"id": self.looks[0], "type": "message", "content": self.blocks("content")}
         elif doc is Doc.REQUEST:

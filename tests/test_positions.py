@@ -79,6 +79,7 @@ def test_id_keys() -> None:
                 "tool_id",
                 "approval_request_id",
                 "item_id",
+                "toolUseId",
             }
         )
         == ID_KEYS

@@ -6,29 +6,50 @@ bytes back with what changed.
 - ``rewrite_request``: restore the upstream's own ids in a request body;
 - ``rewrite_response``: give a buffered response's tool calls safe client ids;
 - ``ResponseStream``: the same for an event stream fed in pieces;
+- ``ResponsesConnection``: both ways, message by message, on one Responses WebSocket;
 - ``encode`` / ``decode``: wire format v1 for one id (docs/wire-format.md);
-- ``Taken``, ``Rewritten``, ``Change``, ``RULE_SETS``: what those take and give.
+- ``Taken``, ``Rewritten``, ``Change``, ``RULE_SETS``, ``api_from_path``: what those take
+  and give.
+
+Modules the mitmproxy addon reads for its glue: ``scope`` (host patterns), ``report``
+(records and summaries), ``annotate`` (the contentview), ``trace`` (ids in captured flows).
 """
 
+from toolid.apis import api_from_path
 from toolid.codec import PROFILES, Profile, decode, encode, passes
 from toolid.decide import Change
 from toolid.occurrence import Taken
 from toolid.positions import Api
-from toolid.rewrite import ResponseStream, Rewritten, rewrite_request, rewrite_response, taken_ids
+from toolid.rewrite import (
+    Framing,
+    ResponseStream,
+    Rewritten,
+    framing_of,
+    rewrite_request,
+    rewrite_response,
+    taken_ids,
+)
 from toolid.rules import RULE_SETS, RuleSet
+from toolid.stream import DEFAULT_MAX_EVENT_BYTES
+from toolid.websocket import ResponsesConnection
 
 __all__ = [
+    "DEFAULT_MAX_EVENT_BYTES",
     "PROFILES",
     "RULE_SETS",
     "Api",
     "Change",
+    "Framing",
     "Profile",
     "ResponseStream",
+    "ResponsesConnection",
     "Rewritten",
     "RuleSet",
     "Taken",
+    "api_from_path",
     "decode",
     "encode",
+    "framing_of",
     "passes",
     "rewrite_request",
     "rewrite_response",

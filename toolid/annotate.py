@@ -36,6 +36,7 @@ API_NAMES: Final[dict[Api, str]] = {
     Api.CHAT: "OpenAI Chat Completions",
     Api.RESPONSES: "OpenAI Responses",
     Api.MESSAGES: "Anthropic Messages",
+    Api.CONVERSE: "AWS Bedrock Converse",
 }
 
 _BOM: Final = b"\xef\xbb\xbf"
@@ -172,6 +173,17 @@ def sightings(
     return []
 
 
+def message_sightings(
+    data: bytes, from_client: bool, api: Api | None = None, *, deep: bool = False
+) -> list[Sighting]:
+    """Every tool-call id of one WebSocket message (Responses over WebSocket): a client's
+    message is a request document, a server's one streamed event. Empty when not JSON."""
+    ok, document = _load(data)
+    if not ok:
+        return []
+    return _document_ids(document, Doc.REQUEST if from_client else Doc.EVENT, api, deep)
+
+
 def _document_ids(document: Any, doc: Doc | None, api: Api | None, deep: bool) -> list[Sighting]:
     if doc is not None:
         api = api or api_from_shape(document, doc)
@@ -285,6 +297,24 @@ def annotate(
         return _annotate_stream(data, api, profile)
     except RecursionError:
         raise ValueError("JSON nested too deeply to show") from None
+
+
+def annotate_message(
+    data: bytes, from_client: bool, api: Api | None = None, *, profile: codec.Profile = "safe"
+) -> str:
+    """One WebSocket message pretty-printed with its tool-call ids annotated: a client's as a
+    request, a server's as a streamed event. Raises ValueError when it is not JSON."""
+    try:
+        document = json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to show") from None
+    doc = Doc.REQUEST if from_client else Doc.EVENT
+    api = api or api_from_shape(document, doc)
+    found = list(find_ids(document, api, doc)) if api else []
+    what = "WebSocket message from the " + ("client" if from_client else "server")
+    lines = [_header(api, what, found)]
+    _pretty(document, _notes(found, profile), 0, lines, "")
+    return "\n".join(lines)
 
 
 def _annotate_json(data: bytes, side: Side, api: Api | None, profile: codec.Profile) -> str:

@@ -15,6 +15,18 @@ _PATH_RULES: Final[tuple[tuple[re.Pattern[str], Api, re.Pattern[str] | None], ..
     (re.compile(r"/responses(?:/input_tokens|/[^/]+)?/?$"), Api.RESPONSES, None),
     # OpenAI Assistants also has .../threads/<id>/messages, with other shapes.
     (re.compile(r"/messages(?:/count_tokens)?/?$"), Api.MESSAGES, re.compile(r"/threads/")),
+    # AWS Bedrock Runtime (botocore service-2.json requestUri): Converse, ConverseStream,
+    # CountTokens (whose ``converse`` input is a Converse request) under /model/{modelId}/.
+    (re.compile(r"/model/[^/]+/(?:converse|converse-stream|count-tokens)/?$"), Api.CONVERSE, None),
+    # InvokeModel and InvokeModelWithResponseStream carry the model's own body: an Anthropic
+    # Messages body when the model id names an Anthropic model (anthropic.claude-...,
+    # us.anthropic.claude-..., an ARN ending in one). Any other model (an inference profile
+    # ARN, gpt-oss with a Chat body, ...): the body's shape decides.
+    (
+        re.compile(r"/model/[^/]*anthropic\.[^/]*/invoke(?:-with-response-stream)?/?$", re.I),
+        Api.MESSAGES,
+        None,
+    ),
     # Claude on Vertex AI: .../publishers/anthropic/models/{model}:rawPredict (buffered) and
     # :streamRawPredict (SSE) carry Messages bodies (the model in the path, not the body).
     (
@@ -23,6 +35,7 @@ _PATH_RULES: Final[tuple[tuple[re.Pattern[str], Api, re.Pattern[str] | None], ..
         None,
     ),
 )
+_CONVERSE_BLOCKS: Final = frozenset({"toolUse", "toolResult"})
 
 _MESSAGES_BLOCKS: Final = frozenset(
     {"tool_use", "tool_result", "server_tool_use", "mcp_tool_use", "mcp_tool_result"}
@@ -67,6 +80,11 @@ def api_from_shape(document: Any, doc: Doc) -> Api | None:
         kind in _MESSAGES_EVENTS
     ):
         return Api.MESSAGES
+    output = document.get("output")
+    if (isinstance(output, dict) and isinstance(output.get("message"), dict)) or (
+        isinstance(document.get("contentBlockIndex"), int)
+    ):  # a Converse response, a ConverseStream event
+        return Api.CONVERSE
     return None
 
 
@@ -81,6 +99,10 @@ def _api_of_messages(messages: list[Any]) -> Api | None:
             _type_of(block) in _MESSAGES_BLOCKS for block in content
         ):
             return Api.MESSAGES
+        if isinstance(content, list) and any(
+            isinstance(block, dict) and not _CONVERSE_BLOCKS.isdisjoint(block) for block in content
+        ):
+            return Api.CONVERSE
     return None
 
 

@@ -18,7 +18,7 @@ import io
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Final, Literal, TextIO, get_args
 from urllib.parse import urlsplit
@@ -191,8 +191,13 @@ def _scan_flows(data: bytes) -> Iterator[Row]:
                 for side, message in messages.items()
                 if message is not None
             },
+            [
+                (m.from_client, m.content if m.is_text else None)
+                for m in (flow.websocket.messages if flow.websocket else ())
+            ],
         )
         yield from _exchange_rows(exchange, number)
+        yield from _message_rows(exchange, number)
 
 
 def _exchange_rows(exchange: Exchange, number: int) -> Iterator[Row]:
@@ -216,6 +221,34 @@ def _exchange_rows(exchange: Exchange, number: int) -> Iterator[Row]:
                     document=document,
                 )
 
+
+def _message_rows(exchange: Exchange, number: int) -> Iterator[Row]:
+    """The rows of a WebSocket's messages (the Responses API over WebSocket): each client
+    message is a request document; the server messages of one response (from its
+    ``response.created``, or after a client message) are read as one event stream, so a call
+    mentioned by several events counts once."""
+    label = f"flow {number} {exchange.method} {exchange.path}"
+    document = 2 * number + 1
+    for index, (from_client, content) in enumerate(exchange.messages, 1):
+        if content is None:
+            continue
+        if from_client or _RESPONSE_CREATED.search(content):
+            document += 1
+        found = annotate.message_sightings(content, from_client, exchange.api, deep=True)
+        for sighting in found:
+            origin = "client" if from_client else "server"
+            event = None if from_client else index
+            yield Row(
+                f"{label} message {index} ({origin})",
+                replace(sighting, event=event),
+                conversation=number,
+                document=document,
+            )
+        if from_client:
+            document += 1  # the response to it comes next
+
+
+_RESPONSE_CREATED: Final = re.compile(rb'"type"\s*:\s*"response\.created"')
 
 type _Entry = tuple[str, int]  # a HAR entry's label and number
 

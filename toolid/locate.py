@@ -25,7 +25,7 @@ import functools
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import itemgetter
 from typing import Any, Final, NamedTuple
 
@@ -33,7 +33,9 @@ from toolid import codec, jsonparse, native, prune
 from toolid.apis import api_from_shape
 from toolid.decide import Member, Targets
 from toolid.edit import Edit, RewriteError, literal_of, splice
+from toolid.markers import Markers
 from toolid.positions import DEFINES, TYPE, Api, Call, Doc, Found, find_ids, positions
+from toolid.sse import marked_events
 
 
 class Located(NamedTuple):  # made for every document read: a tuple is quickest to make
@@ -99,6 +101,84 @@ def _natively(document: bytes, api: Api, doc: Doc) -> list[Found] | None:
 
 
 type Spanned = tuple[int, int, int, Call, str, str | None]  # what the native parser reports
+type Events = list[tuple[int, int, list[Found] | None]]  # (start, end, ids): see ``events``
+
+
+def events(
+    data: bytes, markers: Markers, limit: int, api: Api, wanted: Callable[[bytes], bool]
+) -> tuple[int, Events]:
+    """The events of an event stream's ``data`` (from an event's first byte; line endings all
+    LF) in which ``markers`` find something, each as (start, end, ids), and where the whole
+    events end (what follows begins an incomplete event).
+
+    ``ids``: the ids at the table's positions in the event's data, with spans counted from the
+    start of ``data``, when the event is one "data: " line of at most ``limit`` bytes whose
+    literals are located for sure; None for any other event (the caller reads it whole).
+    Without the accelerator an event whose data ``wanted`` does not want (``body.may_change``
+    says nothing in it can change) has no ids, unread.
+    """
+    if native.extension is not None:
+        located = native.extension.event_ids(
+            data, markers.words, limit, prune.TABLES[(api, _EVENT)]
+        )
+        if located is not None:
+            end, reported = located
+            return end, [
+                (start, stop, None if ids is None else spanned(data, ids, api, _EVENT))
+                for start, stop, ids in reported
+            ]
+    end, marked = marked_events(data, 0, len(data), markers)
+    return end, [
+        (start, stop, _event_ids(data, start, stop, limit=limit, api=api, wanted=wanted))
+        for start, stop in marked
+    ]
+
+
+def _event_ids(
+    data: bytes, start: int, end: int, *, limit: int, api: Api, wanted: Callable[[bytes], bool]
+) -> list[Found] | None:
+    """``events``' ids of one event, read in full, each literal found by a byte search: the one
+    plain spelling of its value in the data (None where that proves nothing)."""
+    if (
+        end - start > limit
+        or not data.startswith(_DATA, start)
+        or data.find(b"\n", start) != end - 2
+    ):
+        return None
+    at = start + len(_DATA)
+    document = data[at : end - 2]
+    if not wanted(document):
+        return []
+    try:
+        parsed, strict_utf8 = jsonparse.loads_checked(document)
+    except (ValueError, RecursionError):
+        return None
+    found = find_ids(parsed, api, _EVENT)
+    if not found:
+        return found
+    if len({one.value for one in found}) < len(found) or _may_spell_otherwise(
+        document, not strict_utf8
+    ):
+        return None  # one value at two positions, or values that may be spelled otherwise
+    spans = []
+    for one in found:
+        if not _PLAIN_ID.fullmatch(one.value):
+            return None
+        literal = b'"' + one.value.encode("ascii") + b'"'
+        hit = document.find(literal)
+        # one plain spelling, not inside a string: then it is the id's own literal
+        if document.count(literal) != 1 or _escaped(document, hit):
+            return None
+        span = (at + hit, at + hit + len(literal))
+        spans.append(tuple.__new__(Found, (*one[:-1], span)))  # one with its span
+    return spans
+
+
+# The holder of an id whose object has no "type": the rules read it; nothing writes to the
+# holders of located ids (only the full parse's are verified by writing to them).
+_NO_TYPE: Final[dict[str, Any]] = {}
+_DATA: Final = b"data: "
+_EVENT: Final = Doc.EVENT
 
 
 def spanned(source: bytes, located: list[Spanned], api: Api, doc: Doc, at: int = 0) -> list[Found]:
@@ -112,7 +192,7 @@ def spanned(source: bytes, located: list[Spanned], api: Api, doc: Doc, at: int =
         position = entries[slot]
         # The parser vouches only for literals without escapes, in valid UTF-8.
         value = source[start + 1 : end - 1].decode()
-        holder = {TYPE: holder_type} if holder_type is not None else {}
+        holder = {TYPE: holder_type} if holder_type is not None else _NO_TYPE
         span = (start - at, end - at)
         row = (holder, position.key, value, path, position.role, call, position.kind, span)
         found.append(make(Found, row))

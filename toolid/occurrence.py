@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from typing import Final
 
 from toolid import codec, jsonparse
@@ -75,6 +75,23 @@ class Taken:
             self._ids = frozenset()
         return self._ids
 
+    def ids(self) -> frozenset[str]:
+        """Every taken id (parsing the request when that is the only way to know them)."""
+        ids = self.known()
+        if ids is None:
+            ids = self._ids = self._definitions()
+        return ids
+
+    @staticmethod
+    def union(parts: Iterable[Taken]) -> Taken:
+        """The ids that any of ``parts`` takes (one WebSocket connection: the ids each of
+        its request frames defines, and those given to its calls). Each part is read only
+        when asked, as it would be alone."""
+        parts = tuple(part for part in parts if part.known() != frozenset())
+        if not parts:
+            return NOTHING_TAKEN
+        return parts[0] if len(parts) == 1 else _Union(parts)
+
     def _may_define(self) -> bool:
         """Whether the request may hold a definition at all: it spells a marker of a
         definition position (``Position.markers``), or may spell one with escapes."""
@@ -107,6 +124,31 @@ def _definition_markers(api: Api) -> Markers:
     return Markers(spelled_markers(p for p in positions(api, Doc.REQUEST) if p.role is DEFINES))
 
 
+class _Union(Taken):
+    """``Taken.union`` of two or more parts."""
+
+    def __init__(self, parts: tuple[Taken, ...]) -> None:
+        super().__init__()
+        self._parts = parts
+        self._ids = None
+
+    def __contains__(self, client_id: object) -> bool:
+        return any(client_id in part for part in self._parts)
+
+    def known(self) -> frozenset[str] | None:
+        if self._ids is None:
+            known = [part.known() for part in self._parts]
+            if any(ids is None for ids in known):
+                return None
+            self._ids = frozenset[str]().union(*(ids for ids in known if ids is not None))
+        return self._ids
+
+    def ids(self) -> frozenset[str]:
+        if self._ids is None:
+            self._ids = frozenset[str]().union(*(part.ids() for part in self._parts))
+        return self._ids
+
+
 NOTHING_TAKEN: Final = Taken()
 
 
@@ -128,6 +170,11 @@ class CallIds:
         if found.role is DEFINES:
             return self.define(found.call, found.key, found.value)
         return self.refer(found.call, found.value)
+
+    @property
+    def given(self) -> Set[str]:
+        """The client ids given to this response's calls so far."""
+        return self._given
 
     def tagged(self, raw: str) -> bool:
         """Whether some call of this response with raw id ``raw`` got an occurrence tag."""

@@ -10,9 +10,9 @@ A position ends at the member that holds the id. Only string values there are id
 position has a role: it *defines* a tool call (the call's own id) or *refers* to one (a
 result, an event about a call). Each id found in a response or event also carries the
 number of the call it belongs to (choice and tool-call index, Responses output_index,
-Messages content-block index), so every mention of one call can get one client id.
-This module is data plus the walker that reads it (the table compiled once into one
-generated function per API and kind of document); it knows nothing of bytes.
+Messages content-block index, Converse contentBlockIndex), so every mention of one call
+can get one client id. This module is data plus the walker that reads it (the table compiled
+once into one generated function per API and kind of document); it knows nothing of bytes.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ class Api(enum.StrEnum):
     CHAT = "chat"
     RESPONSES = "responses"
     MESSAGES = "messages"
+    CONVERSE = "converse"  # AWS Bedrock Converse and ConverseStream
 
 
 class Role(enum.StrEnum):
@@ -121,6 +122,17 @@ _MESSAGES_BLOCK: tuple[Entry, ...] = (
 )
 
 
+# Positions inside one Bedrock Converse content block (relative to the block). From botocore's
+# service model, data/bedrock-runtime/2023-09-30/service-2.json (botocore 1.44.8): a
+# ContentBlock's ``toolUse`` is a ToolUseBlock and its ``toolResult`` a ToolResultBlock, each
+# with a ``toolUseId`` (shape ToolUseId). Blocks are unions: the member names the kind, there
+# is no ``type`` to filter on.
+_CONVERSE_BLOCK: tuple[Entry, ...] = (
+    ("[].toolUse.toolUseId", DEFINES, "call"),
+    ("[].toolResult.toolUseId", REFERS, "call"),
+)
+
+
 def _under(prefix: str, relative: tuple[Entry, ...]) -> tuple[Entry, ...]:
     return tuple((prefix + path, role, kind) for path, role, kind in relative)
 
@@ -151,12 +163,30 @@ TABLE: Final[dict[Api, dict[Doc, tuple[Entry, ...]]]] = {
             *_under("message.content", _MESSAGES_BLOCK),
         ),
     },
+    # Bedrock Converse (service-2.json): ConverseRequest.messages[] (Message.content[]), and
+    # CountTokens' CountTokensInput.converse (ConverseTokensRequest.messages[]);
+    # ConverseResponse.output (ConverseOutput.message); a ConverseStream event is one
+    # eventstream frame, ``:event-type`` contentBlockStart, whose payload is a
+    # ContentBlockStartEvent: ``start`` (ContentBlockStart: toolUse is a ToolUseBlockStart,
+    # toolResult a ToolResultBlockStart) and ``contentBlockIndex``.
+    Api.CONVERSE: {
+        Doc.REQUEST: (
+            *_under("messages[].content", _CONVERSE_BLOCK),
+            *_under("input.converse.messages[].content", _CONVERSE_BLOCK),
+        ),
+        Doc.RESPONSE: _under("output.message.content", _CONVERSE_BLOCK),
+        Doc.EVENT: (
+            ("start.toolUse.toolUseId", DEFINES, "call"),
+            ("start.toolResult.toolUseId", REFERS, "call"),
+        ),
+    },
 }
 
 # In a streamed event, the member of the event itself that numbers the call it is about
-# (Responses output_index, Messages content-block index); array elements are numbered by
-# their own ELEMENT_NUMBER member (Chat choices and tool-call deltas) or else their position.
-EVENT_CALL_NUMBERS: Final = ("output_index", "index")
+# (Responses output_index, Messages content-block index, Converse contentBlockIndex); array
+# elements are numbered by their own ELEMENT_NUMBER member (Chat choices and tool-call
+# deltas) or else their position.
+EVENT_CALL_NUMBERS: Final = ("output_index", "index", "contentBlockIndex")
 ELEMENT_NUMBER: Final = "index"
 TYPE: Final = "type"  # the member ``[type=...]`` filters on
 

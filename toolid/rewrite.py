@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from toolid import body, codec
 from toolid.apis import api_from_path
 from toolid.decide import Change, Direction, Policy
 from toolid.edit import RewriteError
+from toolid.eventstream_rewrite import EventStreamRewriter
 from toolid.occurrence import NOTHING_TAKEN, CallIds, Taken
 from toolid.positions import Api, Doc
 from toolid.rules import NO_RULES, RULE_SETS, RuleSet
@@ -49,11 +50,12 @@ class Rewritten:
         """Whether a request says ``"stream": true`` (its response will be an event stream)."""
         if isinstance(self._document, dict):
             return self._document.get("stream") is True
-        at = self.body.find(b'"stream"')
+        # From the end: clients put the member after the history, which is most of the body.
+        at = self.body.rfind(b'"stream"')
         while at >= 0:
             if _STREAM_TRUE.match(self.body, at + 8):
                 return True
-            at = self.body.find(b'"stream"', at + 8)
+            at = self.body.rfind(b'"stream"', 0, at)
         return False
 
 
@@ -64,7 +66,7 @@ def rewrite_request(
     content: bytes,
     *,
     path: str = "",
-    api: Api | None = None,
+    api: Api | str | None = None,
     rules: RuleSet | str | None = None,
     profile: codec.Profile = "safe",
 ) -> Rewritten:
@@ -75,7 +77,7 @@ def rewrite_request(
     then each position gets an id the destination accepts. The result's ``taken`` goes to
     ``rewrite_response`` / ``ResponseStream`` for the answer to this request.
     """
-    api = api or api_from_path(path)
+    api = _api(api, path)
     policy = _policy(Direction.DECODE, profile, _rule_set(rules))
     try:
         new, plan = body.rewrite(content, api, Doc.REQUEST, policy)
@@ -95,13 +97,13 @@ def rewrite_response(
     content: bytes,
     *,
     path: str = "",
-    api: Api | None = None,
+    api: Api | str | None = None,
     taken: Taken = NOTHING_TAKEN,
     profile: codec.Profile = "safe",
 ) -> Rewritten:
     """Give the tool calls of a buffered response body safe, reversible client ids
     (upstream to client). ``taken``: what the request's ``Rewritten.taken`` says."""
-    api = api or api_from_path(path)
+    api = _api(api, path)
     policy = _policy(Direction.ENCODE, profile)
     try:
         new, plan = body.rewrite(content, api, Doc.RESPONSE, policy, CallIds(profile, taken))
@@ -110,27 +112,45 @@ def rewrite_response(
     return Rewritten(new, plan.changes, (), plan.api or api)
 
 
+type Framing = Literal["sse", "eventstream"]
+#: The response content type of each framing ``ResponseStream`` reads.
+FRAMINGS: Final[dict[str, Framing]] = {
+    "text/event-stream": "sse",
+    "application/vnd.amazon.eventstream": "eventstream",
+}
+
+
+def framing_of(content_type: str) -> Framing | None:
+    """The framing of a response by its Content-Type (None: not an event stream)."""
+    return FRAMINGS.get(content_type.split(";", 1)[0].strip().lower())
+
+
 class ResponseStream:
-    """Rewrite an event-stream (SSE) response fed in pieces of any size, sans I/O: like
+    """Rewrite an event-stream response fed in pieces of any size, sans I/O: like
     ``rewrite_response`` for each event, one client id per call across all its events.
 
-    ``feed`` each piece as it arrives, then ``finish`` once; each gives the bytes that can
-    be forwarded now (possibly empty: an incomplete event is held). ``decodes``: the output
-    is decompressed (a server compressed the stream anyway), so drop Content-Encoding."""
+    ``framing``: ``"sse"`` (Server-Sent Events, ``text/event-stream``) or ``"eventstream"``
+    (AWS's binary ``application/vnd.amazon.eventstream``: Bedrock's ConverseStream and
+    InvokeModelWithResponseStream; see ``framing_of``). ``feed`` each piece as it arrives,
+    then ``finish`` once; each gives the bytes that can be forwarded now (possibly empty: an
+    incomplete event is held). ``decodes``: the output is decompressed (a server compressed
+    the stream anyway), so drop Content-Encoding."""
 
     def __init__(
         self,
         *,
         path: str = "",
-        api: Api | None = None,
+        api: Api | str | None = None,
         taken: Taken = NOTHING_TAKEN,
         profile: codec.Profile = "safe",
         content_encoding: str = "",
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        framing: Framing = "sse",
     ) -> None:
         """Raises ValueError for a content-encoding it cannot decode."""
-        self._rewriter = StreamRewriter(
-            api or api_from_path(path),
+        rewriter = EventStreamRewriter if framing == "eventstream" else StreamRewriter
+        self._rewriter: StreamRewriter | EventStreamRewriter = rewriter(
+            _api(api, path),
             _policy(Direction.ENCODE, profile),
             content_encoding=content_encoding,
             max_event_bytes=max_event_bytes,
@@ -169,6 +189,14 @@ def taken_ids(request: bytes, api: Api | None = None) -> Taken:
     """The client ids a request's history defines (read only when a candidate id is asked
     for and spelled in it): what ``rewrite_response`` takes to tag reused ids."""
     return Taken(request, api)
+
+
+def _api(api: Api | str | None, path: str) -> Api | None:
+    """The API given (by name too: "chat", "responses", "messages"), else the one ``path``
+    names. Raises ValueError for a name that is no API's."""
+    if api is None:
+        return api_from_path(path)
+    return Api(api)
 
 
 def _rule_set(value: RuleSet | str | None) -> RuleSet | None:

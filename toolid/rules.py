@@ -108,9 +108,23 @@ RULE_SETS: Final[dict[str, RuleSet]] = {
         # Mistral's API and vLLM with the Mistral tokenizer (mistral-common): "Tool call id
         # was call_PTLP8xhu3uwZk4l3nlnrrJha but must be a-z, A-Z, 0-9, with a length of 9."
         RuleSet("mistral", Rule("A-Za-z0-9", max_len=9, min_len=9)),
-        # Bedrock Converse: toolUseId 1 to 64 characters; [a-zA-Z0-9_-]+ (older botocore; the
-        # newer [a-zA-Z0-9_.:-]+ accepts everything this does).
-        RuleSet("bedrock", Rule(max_len=64)),
+        # AWS Bedrock (bedrock-runtime). Converse and ConverseStream: the API's own contract,
+        # botocore 1.44.8's service model (data/bedrock-runtime/2023-09-30/service-2.json,
+        # shape ToolUseId, for toolUse and toolResult ids): 1 to 64 of [a-zA-Z0-9_.:-]. It
+        # takes Kimi's ``functions.get_weather:0`` as it is (Kimi K2 is served on Bedrock),
+        # so such a model gets its own ids back. (AWS's API reference long said
+        # [a-zA-Z0-9_-]+; the model widened it.) Everything else there (InvokeModel carries
+        # the model's own body, for Claude an Anthropic Messages body, whose ids Anthropic
+        # checks against ^[a-zA-Z0-9_-]+$, no length documented): [A-Za-z0-9_-], at most 64
+        # as Bedrock's own ids, server tool ids as Anthropic's.
+        RuleSet(
+            "bedrock",
+            Rule(max_len=64),
+            {
+                "converse.call": Rule("A-Za-z0-9_.:-", max_len=64),
+                "messages.call.server_tool_use": Rule("A-Za-z0-9_", max_len=64, prefix="srvtoolu_"),
+            },
+        ),
     )
 }
 NO_RULES: Final = "none"  # the name that turns a built-in rule set off for a host

@@ -182,12 +182,6 @@ def _runs(data: bytes, start: int, markers: Markers, pieces: list[tuple[bytes, b
     """Cut ``data`` from ``start`` (an event's first byte) into runs of whole events without
     a marker and the events with one, appended to ``pieces``; return where the rest, not
     cut, begins. Only where every line ending is LF, or every one is CRLF (else cut nothing).
-
-    Then a blank line is ``sep`` (two line endings) and events end where ``feed`` ends them:
-    at the first ``sep`` from their start. A run of k line endings, wherever it begins, ends
-    floor(k/2) events (the first two end the event they follow, or an empty one), and an odd
-    one left over begins the next event: so the last event end at or before a marker is
-    found searching backwards from it, and no byte before it needs framing.
     """
     stop = len(data)
     if data.find(b"\r", start) < 0:
@@ -199,8 +193,33 @@ def _runs(data: bytes, start: int, markers: Markers, pieces: list[tuple[bytes, b
         if not crlf == data.count(b"\r", start, stop) == data.count(b"\n", start, stop):
             return start
         sep = b"\r\n\r\n"
+    end, events = marked_events(data, start, stop, markers, sep)
+    for event_start, event_end in events:
+        if event_start > start:
+            pieces.append((data[start:event_start], True))
+        pieces.append((data[event_start:event_end], False))
+        start = event_end
+    if end > start:
+        pieces.append((data[start:end], True))
+    return end
+
+
+def marked_events(
+    data: bytes, start: int, stop: int, markers: Markers, sep: bytes = b"\n\n"
+) -> tuple[int, list[tuple[int, int]]]:
+    """The events of ``data[start:stop]`` (``start``: an event's first byte) in which
+    ``markers`` find something, as (start, end) offsets, and where the whole events end (the
+    rest begins an incomplete one), for a stream whose line endings are all ``sep``'s half.
+
+    Events end where ``feed`` ends them: at the first ``sep`` (a blank line) from their start.
+    A run of k line endings, wherever it begins, ends floor(k/2) events (the first two end the
+    event they follow, or an empty one), and an odd one left over begins the next event: so
+    the last event end at or before a marker is found searching backwards from it, and no
+    byte before it needs framing.
+    """
     eol = sep[: len(sep) // 2]
     find = markers.finder(data, stop)
+    events: list[tuple[int, int]] = []
     while True:
         hit = find(start)
         limit = stop if hit < 0 else hit
@@ -209,14 +228,11 @@ def _runs(data: bytes, start: int, markers: Markers, pieces: list[tuple[bytes, b
             first = blank  # the first line ending of the run that ends with this blank line
             while first - len(eol) >= start and data.startswith(eol, first - len(eol)):
                 first -= len(eol)
-            end = first + (blank + len(sep) - first) // len(sep) * len(sep)
-            pieces.append((data[start:end], True))
-            start = end
+            start = first + (blank + len(sep) - first) // len(sep) * len(sep)
         if hit < 0:
-            return start
+            return start, events
         blank = data.find(sep, start, stop)
         if blank < 0:
-            return start  # the event with the marker is incomplete
-        end = blank + len(sep)
-        pieces.append((data[start:end], False))
-        start = end
+            return start, events  # the event with the marker is incomplete
+        events.append((start, blank + len(sep)))
+        start = blank + len(sep)

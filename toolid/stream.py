@@ -19,7 +19,7 @@ import logging
 from itertools import accumulate
 from typing import Final
 
-from toolid import body, decompress, locate, native, prune
+from toolid import body, decompress, locate
 from toolid.body import Change, Direction, Edit, Policy, RewriteError
 from toolid.decide import call_order, decide
 from toolid.edit import literal_of, shifted
@@ -109,8 +109,8 @@ class StreamRewriter:
             # Whole events, none of which can hold an id: the common case, at byte-search cost.
             self._at_start = False
             return data
-        if self._natively(data):
-            return self._frame_natively(data)
+        if self._located_in_pieces(data):
+            return self._frame_located(data)
         # Encoding, an event in which the markers find nothing has nothing to change
         # (``body.may_change``): only the events around the hits are framed and looked at.
         # (Decoding, ``may_change`` looks for client ids, not markers: every event is.)
@@ -131,42 +131,41 @@ class StreamRewriter:
             out.append(self._skip_oversized())
         return b"".join(out)
 
-    def _natively(self, data: bytes) -> bool:
-        """Whether the native parser may frame ``data`` and locate its ids (``event_ids``):
-        encoding a known API, past the stream's start, every line ending an LF so far and in
-        ``data``, no event it completes or holds larger than ``max_event_bytes``."""
+    def _located_in_pieces(self, data: bytes) -> bool:
+        """Whether ``locate.events`` may frame ``data`` and locate its ids: encoding a known
+        API, past the stream's start, every line ending an LF so far and in ``data``, no event
+        it completes or holds larger than ``max_event_bytes``."""
         return (
             len(self._framer) + len(data) <= self.max_event_bytes
             and self._encodes
             and self._markers is not None
-            and native.extension is not None
             and not self._at_start
             and not self._skipping
             and self._framer.lf_only
             and b"\r" not in data
         )
 
-    def _frame_natively(self, data: bytes) -> bytes:
-        """``_frame`` with the events located natively: the held event is completed and
-        rewritten as usual, then ``event_ids`` frames the rest and reports the ids of each
-        event with a marker (one "data: " line; any other goes to ``_event``), and the start
-        of an incomplete event is held. The same bytes and changes as ``_frame``."""
-        assert native.extension is not None and self._markers is not None and self.api
+    def _frame_located(self, data: bytes) -> bytes:
+        """``_frame`` for LF-only data, with the events located a piece at a time: the held
+        event is completed and rewritten as usual, then ``locate.events`` frames the rest and
+        gives the ids of each event with a marker (when it is one "data: " line; any other
+        goes to ``_event``), and the start of an incomplete event is held. The ids of the
+        events between two others are decided together and spliced into the piece at once.
+        The same bytes and changes as ``_frame``."""
+        assert self._markers is not None and self.api is not None
         out: list[bytes] = []
         event, start = self._framer.complete_lf(data)
         if event is not None:
             out.append(self._event(event))
         if start < len(data):
             rest = data[start:] if start else data
-            table = prune.TABLES[(self.api, Doc.EVENT)]
-            located = native.extension.event_ids(
-                rest, self._markers.words, self.max_event_bytes, table
+            end, events = locate.events(
+                rest, self._markers, self.max_event_bytes, self.api, self._may_change
             )
-            end, events = located
             edits: list[Edit] = []
             batch: list[Found] = []  # the located ids of the events since the last other one
             for event_start, event_end, ids in events:
-                if ids is None:  # an event the native parser does not vouch for
+                if ids is None:  # an event to read whole
                     self._decide(batch, edits)
                     batch = []
                     event = rest[event_start:event_end]
@@ -174,13 +173,16 @@ class StreamRewriter:
                     if rewritten is not event:
                         edits.append(Edit(event_start, event_end, rewritten))
                 elif ids:
-                    batch.extend(call_order(locate.spanned(rest, ids, self.api, Doc.EVENT)))
+                    batch.extend(call_order(ids))
             self._decide(batch, edits)
             out.append(body.apply(rest[:end] if end < len(rest) else rest, edits))
             self._framer.hold(rest[end:])
         if len(self._framer) > self.max_event_bytes:
             out.append(self._skip_oversized())
         return b"".join(out)
+
+    def _may_change(self, document: bytes) -> bool:
+        return body.may_change(document, self.api, Doc.EVENT, self.policy, self.calls)
 
     def _decide(self, batch: list[Found], edits: list[Edit]) -> None:
         """The client ids of the located ids of several events (each event's in call order),

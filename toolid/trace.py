@@ -1,5 +1,6 @@
-"""Where tool-call ids appear in captured HTTP exchanges: what ``toolid.trace`` (the addon's
-command) and ``toolid inspect`` (flow files) both read.
+"""Where tool-call ids appear in captured HTTP exchanges (and the messages of a Responses
+WebSocket): what ``toolid.trace`` (the addon's command) and ``toolid inspect`` (flow files)
+both read.
 
 An exchange is given as an ``Exchange``: plain data, whatever captured it (a live mitmproxy
 flow, a flow file). Each side's ids are read from its stored body (``annotate.sightings``)
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from toolid import codec
-from toolid.annotate import Side, Sighting, body_kind, sightings
+from toolid.annotate import Side, Sighting, body_kind, message_sightings, sightings
 from toolid.positions import Api
 
 
@@ -29,6 +30,16 @@ class Exchange:
     record: Mapping[str, Any] = field(default_factory=dict)  # toolid's records, if any
     # side -> (the stored body, its content type); a body that is not stored is None
     bodies: Mapping[Side, tuple[bytes | None, str | None]] = field(default_factory=dict)
+    # a WebSocket's messages, numbered from 1: (from the client, its text; None: binary)
+    messages: Sequence[tuple[bool, bytes | None]] = ()
+
+    def message_ids(self, side: Side) -> Iterable[tuple[int, Sighting]]:
+        """(message number, id) for the ids in the WebSocket messages of ``side`` (the
+        client's are requests, the server's responses)."""
+        for number, (from_client, content) in enumerate(self.messages, 1):
+            if content and from_client == (side == "request"):
+                for sighting in message_sightings(content, from_client, self.api, deep=True):
+                    yield number, sighting
 
     def body_ids(self, side: Side) -> list[Sighting] | None:
         """The ids in the stored body of ``side`` (None: no body stored)."""
@@ -51,7 +62,9 @@ class Exchange:
             if all(isinstance(value, str) for value in values):
                 path, raw, client, action = (str(value) for value in values)
                 seen = _on_the_wire(side, change, observe)
-                found.append(Recorded(path, raw, client, action, seen))
+                message = change.get("message")
+                number = message if isinstance(message, int) else None
+                found.append(Recorded(path, raw, client, action, seen, number))
         return found
 
 
@@ -63,6 +76,7 @@ class Recorded(NamedTuple):
     client: str
     action: str
     seen: str  # what went over the wire: to the client (responses) or the upstream (requests)
+    message: int | None = None  # the number of its WebSocket message, if it was in one
 
 
 def _on_the_wire(side: Side, change: Mapping[str, Any], observe: bool) -> str:
@@ -101,7 +115,7 @@ def _sightings(
 ) -> Iterable[tuple[Side, str, str]]:
     for side in _SIDES:
         recorded = [
-            (side, change.path, change.action)
+            (side, _in_message(change.message) + change.path, change.action)
             for change in exchange.recorded(side)
             if change.client == tool_id or (by_raw and change.raw in (raw, tool_id))
         ]
@@ -112,3 +126,10 @@ def _sightings(
             if sighting.value == tool_id or (by_raw and sighting.raw == raw):
                 event = "" if sighting.event is None else f"event {sighting.event} "
                 yield side, event + sighting.path, ""
+        for number, sighting in exchange.message_ids(side):
+            if sighting.value == tool_id or (by_raw and sighting.raw == raw):
+                yield side, _in_message(number) + sighting.path, ""
+
+
+def _in_message(number: int | None) -> str:
+    return "" if number is None else f"message {number} "

@@ -1,0 +1,100 @@
+"""The public library API (``toolid``: rewrite_request, rewrite_response, ResponseStream), as
+docs/library.md shows it: a whole tool loop without mitmproxy, byte for byte."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import toolid
+from tests import streams
+from toolid import Api, ResponseStream, Taken, encode, rewrite_request, rewrite_response
+
+RAW = "functions.get_weather:0"
+CLIENT = encode(RAW)
+
+
+def chat_response(tool_id: str) -> bytes:
+    call = {"id": tool_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return json.dumps({"choices": [{"index": 0, "message": message}]}).encode()
+
+
+def chat_request(tool_id: str) -> bytes:
+    call = {"id": tool_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": tool_id, "content": "sunny"},
+    ]
+    return json.dumps({"model": "kimi-k2", "messages": messages, "stream": True}).encode()
+
+
+def test_a_tool_loop_through_the_library() -> None:
+    answer = rewrite_response(chat_response(RAW), path="/v1/chat/completions")
+    assert answer.body == chat_response(CLIENT)
+    assert answer.api is Api.CHAT
+    assert [(c.raw, c.client, c.action) for c in answer.changes] == [(RAW, CLIENT, "encoded")]
+    request = rewrite_request(chat_request(CLIENT), path="/v1/chat/completions")
+    assert request.body == chat_request(RAW)
+    assert request.asks_to_stream()
+    assert [c.action for c in request.changes] == ["restored", "restored"]
+    assert CLIENT in request.taken  # what the response to this request must not reuse
+    again = rewrite_response(chat_response(RAW), api="chat", taken=request.taken)
+    assert again.body == chat_response(encode(RAW, occurrence=2))  # a reused id, tagged
+
+
+def test_a_stream_fed_in_any_pieces() -> None:
+    source = streams.render(streams.chat_events(RAW))
+    whole = b""
+    stream = ResponseStream(path="/v1/chat/completions")
+    for at in range(0, len(source), 7):
+        whole += stream.feed(source[at : at + 7]).body
+    end = stream.finish()
+    whole += end.body
+    assert whole == source.replace(RAW.encode(), CLIENT.encode())
+    assert stream.api is Api.CHAT and not stream.decodes
+
+
+def test_changes_and_problems_come_with_the_piece_that_made_them() -> None:
+    source = streams.render(streams.chat_events(RAW))
+    stream = ResponseStream(api=Api.CHAT)
+    first = stream.feed(source)
+    assert [c.client for c in first.changes] == [CLIENT]
+    assert stream.feed(b"").changes == ()  # reported once
+
+
+def test_a_body_that_cannot_be_rewritten_comes_back_as_it_was() -> None:
+    broken = b'{"messages": [{"tool_calls": [{"id": "tid1_x-2E'
+    result = rewrite_request(broken, path="/v1/chat/completions")
+    assert result.body is broken
+    assert result.problems and "not valid JSON" in result.problems[0]
+    assert result.changes == ()
+
+
+def test_rules_by_name_and_a_strict_destination() -> None:
+    result = rewrite_request(chat_request(CLIENT), api="chat", rules="anthropic")
+    assert result.body == chat_request(CLIENT)  # the raw id would break Anthropic's rules
+    assert [c.action for c in result.changes] == ["kept", "kept"]
+    with pytest.raises(ValueError, match="unknown rule set"):
+        rewrite_request(b"{}", rules="nope")
+
+
+def test_taken_of_a_request_read_lazily() -> None:
+    taken = toolid.taken_ids(chat_request(CLIENT), Api.CHAT)
+    assert CLIENT in taken and "other" not in taken
+    assert isinstance(taken, Taken)
+
+
+def test_the_public_names() -> None:
+    assert set(toolid.__all__) >= {
+        "rewrite_request",
+        "rewrite_response",
+        "ResponseStream",
+        "Rewritten",
+        "Taken",
+        "Change",
+        "encode",
+        "decode",
+    }

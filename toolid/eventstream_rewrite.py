@@ -1,0 +1,201 @@
+"""Rewrite the ids of an AWS eventstream body fed in arbitrary pieces, sans I/O.
+
+``EventStreamRewriter`` = decompressor (if the server compressed anyway) + ``FrameSplitter`` +
+``body.plan`` applied to each frame's JSON payload, the counterpart of ``stream.StreamRewriter``
+for Bedrock's binary streams:
+
+- a ConverseStream frame (``:message-type`` event, ``:event-type`` contentBlockStart, ...)
+  holds one Converse stream event as its payload: planned with the Converse EVENT rows;
+- an InvokeModelWithResponseStream ``chunk`` frame holds ``{"bytes": "<base64>"}``, the
+  model's own stream event (for Claude, one Anthropic Messages event): the base64 decoded,
+  planned with the model's API (Messages when the route names an Anthropic model, else by the
+  event's shape), encoded again.
+
+Each frame is forwarded as soon as its last byte arrives, byte for byte when nothing in it
+changes; a frame whose id changes gets the new payload, its header block as it was, and its
+lengths and CRCs computed again. One client id per call across all frames (``CallIds``).
+
+It never raises from ``feed`` or ``finish``: a frame that does not check (a CRC, a length), a
+frame larger than ``max_event_bytes``, or anything unexpected switches the rest of the stream
+to pass-through, every byte as it came, and says so once in ``problems``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import re
+from typing import Final
+
+from toolid import body, decompress, eventstream
+from toolid.body import Change, Policy, RewriteError
+from toolid.eventstream import FrameError, FrameSplitter
+from toolid.occurrence import CallIds
+from toolid.positions import Api, Doc
+from toolid.stream import DEFAULT_MAX_EVENT_BYTES
+
+logger = logging.getLogger(__name__)
+
+# A chunk's payload (botocore service-2.json PayloadPart: {"bytes": blob}); the base64 literal,
+# which has no escapes to worry about, is replaced where it stands.
+_CHUNK_BYTES: Final = re.compile(rb'"bytes"\s*:\s*"([A-Za-z0-9+/=]*)"')
+_EVENT_TYPE: Final = b":event-type"
+_CHUNK: Final = "chunk"
+
+
+class EventStreamRewriter:
+    """Rewrite the tool-call ids of one ``application/vnd.amazon.eventstream`` body."""
+
+    def __init__(
+        self,
+        api: Api | None,
+        policy: Policy,
+        *,
+        content_encoding: str = "",
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        calls: CallIds | None = None,
+    ) -> None:
+        """``api``: the request's API: Converse for ConverseStream, the model's (Messages, or
+        None to recognise each event by its shape) for InvokeModelWithResponseStream.
+
+        Raises ValueError for a content-encoding it cannot decode."""
+        self.api = api
+        self._inner = None if api is Api.CONVERSE else api  # the API inside chunk frames
+        self.policy = policy
+        self.calls = calls or CallIds(policy.profile)
+        self.max_event_bytes = max_event_bytes
+        self.changes: list[Change] = []
+        self.problems: list[str] = []
+        self._converse_markers = body.id_markers(Api.CONVERSE, Doc.EVENT)
+        self._decoder = decompress.for_encoding(content_encoding)
+        self._splitter = FrameSplitter()
+        self._passthrough = False
+
+    @property
+    def held(self) -> int:
+        """How many bytes are held back now (the start of an incomplete frame)."""
+        return len(self._splitter)
+
+    @property
+    def decodes(self) -> bool:
+        """Whether the output is decompressed (the caller must drop Content-Encoding)."""
+        return self._decoder is not None
+
+    def feed(self, data: bytes) -> bytes:
+        """Take the next piece of the body; return the bytes that can be forwarded now."""
+        if self._passthrough:
+            return data
+        try:
+            if self._decoder is not None:
+                data = self._decoder.decompress(data)
+        except Exception as exc:
+            held = self._give_up(f"cannot decompress the stream ({exc}); rest passed as is")
+            return held + data
+        return self._split(data)
+
+    def finish(self) -> bytes:
+        """The body has ended: return everything still held (an incomplete frame as is)."""
+        if self._passthrough:
+            return b""
+        out = b""
+        if self._decoder is not None:
+            try:
+                out = self._split(self._decoder.flush())
+            except Exception as exc:
+                self.problems.append(f"compressed stream is corrupt at its end ({exc})")
+        if self._passthrough:
+            return out
+        tail = self._splitter.take_tail()
+        if tail:
+            self.problems.append("the stream ended inside an eventstream frame (passed as is)")
+        return out + tail
+
+    def _split(self, data: bytes) -> bytes:
+        splitter = self._splitter
+        frames = splitter.feed(data)
+        out: list[bytes] = []
+        for index, frame in enumerate(frames):
+            try:
+                out.append(self._frame(frame))
+            except Exception as exc:
+                logger.debug("toolid eventstream rewriter failed", exc_info=True)
+                held = self._give_up(f"unexpected error ({exc!r})")
+                return b"".join([*out, *frames[index:], held])
+        if splitter.error is not None:
+            out.append(self._give_up(f"{splitter.error}: the rest of the stream passed as is"))
+        elif len(splitter) > self.max_event_bytes:
+            out.append(
+                self._give_up(
+                    f"an eventstream frame larger than {self.max_event_bytes} bytes: "
+                    "the rest of the stream passed as is"
+                )
+            )
+        return b"".join(out)
+
+    def _frame(self, frame: bytes) -> bytes:
+        """One checked frame: rewritten, or as it came."""
+        if len(frame) > self.max_event_bytes:
+            self.problems.append(
+                f"an eventstream frame larger than {self.max_event_bytes} bytes was forwarded "
+                "unchanged"
+            )
+            return frame
+        start = eventstream.headers_end(frame)
+        header_block = frame[eventstream.PRELUDE : start]
+        if _EVENT_TYPE not in header_block:
+            return frame  # not an event (an exception, an error): no id
+        if b"\x05chunk" in header_block and self._event_type(frame) == _CHUNK:
+            return self._chunk(frame, start)
+        payload = frame[start : len(frame) - eventstream.CRC]
+        if not body.may_hold_ids(payload, self._converse_markers):
+            return frame
+        new = self._rewrite(payload, Api.CONVERSE)
+        return frame if new is payload else eventstream.replace_payload(frame, new)
+
+    def _event_type(self, frame: bytes) -> object:
+        try:
+            return eventstream.headers_of(frame).get(":event-type")
+        except FrameError:
+            return None
+
+    def _chunk(self, frame: bytes, start: int) -> bytes:
+        """A chunk frame: the model's event, base64 in ``bytes``, rewritten and put back."""
+        payload = frame[start : len(frame) - eventstream.CRC]
+        matches = list(_CHUNK_BYTES.finditer(payload))
+        if len(matches) != 1:
+            if b'"bytes"' in payload:
+                self.problems.append("chunk left unchanged: its bytes member is not plain")
+            return frame
+        literal = matches[0]
+        try:
+            event = base64.b64decode(literal.group(1), validate=True)
+        except (binascii.Error, ValueError):
+            self.problems.append("chunk left unchanged: its bytes are not base64")
+            return frame
+        new_event = self._rewrite(event, self._inner)
+        if new_event is event:
+            return frame
+        text = base64.b64encode(new_event)
+        new = payload[: literal.start(1)] + text + payload[literal.end(1) :]
+        return eventstream.replace_payload(frame, new)
+
+    def _rewrite(self, document: bytes, api: Api | None) -> bytes:
+        """``document`` with its ids rewritten (the same object when nothing changes)."""
+        try:
+            plan = body.plan(document, api, Doc.EVENT, self.policy, self.calls)
+        except RewriteError as exc:
+            self.problems.append(f"event left unchanged: {exc}")
+            return document
+        if api is None and plan.api is not None and plan.api is not Api.CONVERSE:
+            self._inner = plan.api  # the model's API, recognised once
+        self.changes.extend(plan.changes)
+        if not plan.edits:
+            return document
+        return body.apply(document, plan.edits)
+
+    def _give_up(self, problem: str) -> bytes:
+        """Switch to pass-through; return the held bytes, which come before any later input."""
+        self.problems.append(problem)
+        self._passthrough = True
+        return self._splitter.take_tail()
