@@ -332,6 +332,27 @@ def test_a_nested_model_is_never_taken_for_the_top_level_one() -> None:
     assert Destinations().for_request(*GATEWAY, CHAT, big).rules is None
 
 
+def test_a_later_nested_model_hides_no_top_level_one() -> None:
+    """The last model member is nested and names no rule; the top-level one, past the first
+    bytes, does: it is the one that counts."""
+    messages = [{"role": "user", "content": [{"type": "tool_use", "input": {"model": "haiku"}}]}]
+    document = {"system": "s" * 2000, "model": "mistral-large", "messages": messages * 200}
+    body = json.dumps(document).encode()
+    assert model_member(body) is not None and model_member(body).value == "haiku"  # type: ignore[union-attr]
+    assert model_in_body(body) == "mistral-large"
+    assert Destinations().for_request(*GATEWAY, CHAT, body).why == "model mistral-large"
+
+
+def test_a_host_that_decides_is_not_read() -> None:
+    destinations = Destinations()
+    assert destinations.for_request("api.anthropic.com", 443, MESSAGES, b"not json") == (
+        Destination(RULE_SETS["anthropic"])
+    )
+    user = Destinations(parse_model_rules(["acme-*=mistral"]))
+    body = b'{"model": "acme-1"}'
+    assert user.for_request("api.anthropic.com", 443, MESSAGES, body).rules is RULE_SETS["mistral"]
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8),
     lambda inner: (

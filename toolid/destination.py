@@ -13,7 +13,9 @@ The first that applies wins:
 The model is read where the API puts it: the path for APIs that name it there (Vertex AI's
 ``/publishers/P/models/M:...``, Gemini's ``/models/M:...``, Azure's ``/deployments/D/``,
 Bedrock's ``/model/M/...``), else the body's top-level ``model`` member, found with a byte
-search and verified to be top-level without parsing the body (``model_in_body``). Sans I/O.
+search and verified to be the top-level one by counting brackets on its shorter side, or by
+parsing what follows it (``model_in_body``); the body is parsed whole only when neither tells.
+A request whose host decides whatever its model is not read at all. Sans I/O.
 """
 
 from __future__ import annotations
@@ -177,6 +179,26 @@ def choose(
     user = _first_model(model_rules, forms, api)
     if user is not None and user != NO_RULES:
         return _by_model(user, model)
+    by_host = host_level(host, port, route, host_rules=host_rules, strict_hosts=strict_hosts)
+    if by_host is not None:
+        return by_host
+    if user is None:
+        built_in = _first_model(BUILT_IN_MODEL_RULES, forms, api)
+        if built_in is not None and built_in != NO_RULES:
+            return _by_model(built_in, model)
+    return NO_DESTINATION_RULES
+
+
+def host_level(
+    host: str,
+    port: int,
+    route: str,
+    *,
+    host_rules: Iterable[HostRule] = (),
+    strict_hosts: Iterable[scope.HostPattern] = (),
+) -> Destination | None:
+    """The rule set the host (and path, no query) gives: the user's host rules, the strict
+    hosts, the official hosts' built-ins; None when none of them covers it."""
     for rule in host_rules:
         if rule.matches(host, port, route):
             return Destination(RULE_SETS.get(rule.name))
@@ -185,11 +207,7 @@ def choose(
     for rule in BUILT_IN_HOST_RULES:
         if rule.matches(host, port, route):
             return Destination(RULE_SETS.get(rule.name))
-    if user is None:
-        built_in = _first_model(BUILT_IN_MODEL_RULES, forms, api)
-        if built_in is not None and built_in != NO_RULES:
-            return _by_model(built_in, model)
-    return NO_DESTINATION_RULES
+    return None
 
 
 def _first_model(rules: Iterable[ModelRule], forms: tuple[str, ...], api: Api | None) -> str | None:
@@ -231,6 +249,7 @@ class Destinations:
         self.host_rules = tuple(host_rules)
         self.strict_hosts = tuple(strict_hosts)
         self._chosen: dict[tuple[str, int, str, str | None], Destination] = {}
+        self._by_host: dict[tuple[str, int, str], Destination | None] = {}
 
     def choose(self, host: str, port: int, path: str, model: str | None = None) -> Destination:
         """``choose`` with these rules."""
@@ -251,23 +270,23 @@ class Destinations:
         return chosen
 
     def for_request(self, host: str, port: int, path: str, content: bytes | None) -> Destination:
-        """``choose`` for a request, with the model it names (``model_of``). A model in the
-        body is verified to be the top-level one only when it changes the choice: most
-        requests pay one byte search, or two."""
-        model = model_in_path(path)
-        if model is not None or not content:
-            return self.choose(host, port, path, model)
-        member = model_member(content)
-        unnamed = self.choose(host, port, path, None)
-        if member is None or member.value is None:
-            return unnamed
-        named = self.choose(host, port, path, member.value)
-        if named == unnamed:
-            return unnamed
-        if is_top_level(content, member):
-            return named
-        # Rarely: too far from both ends to count cheaply, or not the top-level one.
-        return self.choose(host, port, path, _parsed_model(content))
+        """``choose`` for a request, with the model it names (``model_of``). Where the host
+        decides whatever the model (a host rule covers it, and there are no user model
+        rules: api.anthropic.com, say), the body is not read at all."""
+        if not self.model_rules:
+            route = path.split("?", 1)[0]
+            key = (host, port, route)
+            if key in self._by_host:
+                by_host = self._by_host[key]
+            else:
+                if len(self._by_host) >= _REMEMBERED:
+                    self._by_host.clear()
+                by_host = self._by_host[key] = host_level(
+                    host, port, route, host_rules=self.host_rules, strict_hosts=self.strict_hosts
+                )
+            if by_host is not None:
+                return by_host
+        return self.choose(host, port, path, model_of(content, path))
 
 
 # --- reading the model -------------------------------------------------------------------------
@@ -326,15 +345,16 @@ class Member(NamedTuple):
 
 def model_in_body(content: bytes) -> str | None:
     """The string value of a JSON object's top-level ``model`` member, or None: exactly (for
-    valid JSON), at the cost of a byte search or two nearly always (``model_member``, then
-    ``is_top_level``, then, rarely, a parse)."""
+    valid JSON), at the cost of a byte search or two (``model_member``), and a count of the
+    brackets on the member's shorter side or a parse of what follows it (``is_top_level``);
+    the whole body is parsed only when neither tells (both sides long, the shorter before it,
+    or a nested member found)."""
     member = model_member(content)
     if member is None:
         return None
-    top = is_top_level(content, member)
-    if top is None:
-        return _parsed_model(content)
-    return member.value if top else None
+    if is_top_level(content, member):
+        return member.value
+    return _parsed_model(content)  # not the top-level one (another may be), or cannot tell
 
 
 def _parsed_model(content: bytes) -> str | None:
