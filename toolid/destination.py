@@ -223,12 +223,15 @@ def _by_model(name: str, model: str | None) -> Destination:
     return Destination(RULE_SETS[name], f"model {show(shown)}")
 
 
-@functools.lru_cache(maxsize=256)
 def model_forms(model: str) -> tuple[str, ...]:
-    """The names a model rule's pattern is matched against: the model name, and what
-    follows each ``/`` or ``,`` in it (``openrouter,mistralai/devstral``: also
-    ``mistralai/devstral`` and ``devstral``)."""
-    model = model[:_MATCHED_MODEL]
+    """The names a model rule's pattern is matched against: the model name (its first 256
+    characters), and what follows each ``/`` or ``,`` in it (``openrouter,mistralai/devstral``:
+    also ``mistralai/devstral`` and ``devstral``)."""
+    return _forms(model[:_MATCHED_MODEL])
+
+
+@functools.lru_cache(maxsize=256)
+def _forms(model: str) -> tuple[str, ...]:
     return (model, *(model[at.end() :] for at in _VENDOR_SEPARATOR.finditer(model)))
 
 
@@ -286,7 +289,8 @@ class Destinations:
                 )
             if by_host is not None:
                 return by_host
-        return self.choose(host, port, path, model_of(content, path))
+        model = model_of(content, path)
+        return self.choose(host, port, path, model[:_MATCHED_MODEL] if model else model)
 
 
 # --- reading the model -------------------------------------------------------------------------
