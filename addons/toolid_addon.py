@@ -48,6 +48,7 @@ from toolid import (
     annotate,
     api_from_path,
     codec,
+    destination,
     framing_of,
     report,
     rules,
@@ -69,7 +70,6 @@ MARK_SIGNED = ":lock:"
 MAX_RECORDS = 1000  # change records kept per flow side: memory stays bounded on endless streams
 DRAIN_EVERY = 256  # a stream's changes are recorded in batches of this many, and at its end
 LOG_EVERY = 0.25  # seconds: change lines are logged together at most this often
-_HOSTS_REMEMBERED = 256  # upstreams whose rule set is remembered (then forgotten, all at once)
 _STREAM_VALUE = re.compile(rb"\s*:\s*true")
 
 
@@ -91,10 +91,13 @@ class ToolId:
 
     def __init__(self) -> None:
         self.hosts: tuple[scope.HostPattern, ...] = scope.parse(["*"])
-        # Which rule set each upstream host has: the user's toolid_host_rules, then
-        # toolid_strict_hosts (the safe rule set), then the official APIs' own.
-        self.host_rules: tuple[tuple[scope.HostPattern, str], ...] = ()
+        # Which rule set each request's destination has, by its model, host and path: the
+        # user's toolid_model_rules, toolid_host_rules and toolid_strict_hosts, then the
+        # built-in host and model rules (toolid.destination).
+        self.model_rules: tuple[destination.ModelRule, ...] = ()
+        self.host_rules: tuple[destination.HostRule, ...] = ()
         self.strict_hosts: tuple[scope.HostPattern, ...] = ()
+        self.destinations = destination.Destinations()
         self.view = ToolIdView()
         self._allow_hosts_set: list[str] = []  # the allow_hosts value toolid put in place
         # Options read on every flow, kept as attributes (an option lookup is not free).
@@ -102,7 +105,6 @@ class ToolId:
         self.observe = False
         self.max_event_bytes = DEFAULT_MAX_EVENT_BYTES
         self._every_host = True  # toolid_hosts covers every host
-        self._rules_of_host: dict[tuple[str, int], rules.RuleSet | None] = {}
         # Change lines waiting to be logged together (see _log_change): comment and request.
         self._pending_lines: list[tuple[str, _Where, str]] = []
         # The ids each in-flight flow's request history defines, for its response's
@@ -137,7 +139,21 @@ class ToolId:
             f"commas); rule sets: {', '.join([*rules.RULE_SETS, rules.NO_RULES])}. Requests "
             "to such a host get ids it accepts (restored, as sent, or a mapped form), and "
             "distinct call ids. Adds to and overrides the built-in "
-            f"{', '.join(rules.DEFAULT_HOST_RULES)}.",
+            f"{', '.join(rules.DEFAULT_HOST_RULES)}. HOST may end in /PATH, a glob on the "
+            "request's path. Below toolid_model_rules, above the built-in model rules.",
+        )
+        loader.add_option(
+            "toolid_model_rules",
+            Sequence[str],
+            [],
+            "Id rules by the request's model (the body's model, or the model a Vertex, Azure, "
+            "Bedrock or Gemini path names), as PATTERN=RULESET (repeat the option or separate "
+            "with commas): PATTERN a glob (* and ?) on the model name or on what follows a / "
+            "or , in it (mistralai/*, my-coder-*); PATTERN=none switches a built-in off. "
+            "Precedence: these, then toolid_host_rules and toolid_strict_hosts, then the "
+            "official API hosts' built-in rule sets, then the built-in model rules "
+            f"{', '.join(rules.DEFAULT_MODEL_RULES)} (claude-* not in Messages API requests), "
+            "then none.",
         )
         loader.add_option(
             "toolid_strict_hosts",
@@ -182,17 +198,20 @@ class ToolId:
             self.hosts = _parse_hosts("toolid_hosts", ctx.options.toolid_hosts)
             self._every_host = scope.allow_hosts(self.hosts) is None
             self._tunnel_other_hosts()
-        if updated & {"toolid_host_rules", "toolid_strict_hosts"}:
-            self._rules_of_host.clear()
         if "toolid_strict_hosts" in updated:
             self.strict_hosts = _parse_hosts("toolid_strict_hosts", ctx.options.toolid_strict_hosts)
         if "toolid_host_rules" in updated:
-            try:
-                self.host_rules = scope.parse_assignments(
-                    ctx.options.toolid_host_rules, [*rules.RULE_SETS, rules.NO_RULES]
-                )
-            except ValueError as exc:
-                raise exceptions.OptionsError(f"toolid_host_rules: {exc}") from None
+            self.host_rules = _parse_rules(
+                "toolid_host_rules", destination.parse_host_rules, ctx.options.toolid_host_rules
+            )
+        if "toolid_model_rules" in updated:
+            self.model_rules = _parse_rules(
+                "toolid_model_rules", destination.parse_model_rules, ctx.options.toolid_model_rules
+            )
+        if updated & {"toolid_model_rules", "toolid_host_rules", "toolid_strict_hosts"}:
+            self.destinations = destination.Destinations(
+                self.model_rules, self.host_rules, self.strict_hosts
+            )
         for option, allowed in (
             ("toolid_profile", PROFILES),
             ("toolid_mode", MODES),
@@ -432,10 +451,11 @@ class ToolId:
         content = self._json_body(flow, request, "request")
         if content is None:
             return
+        rule_set, why = self._destination_for(flow, content)
         result = toolid.rewrite_request(
-            content, path=request.path, rules=self._rules_for(flow), profile=self.profile
+            content, path=request.path, rules=rule_set, profile=self.profile
         )
-        self._apply(flow, request, "request", result)
+        self._apply(flow, request, "request", result, why)
         self._comment(flow)  # a response's comment is written once, by _finish
         if not self.observe and api_from_path(request.path) and result.asks_to_stream():
             request.headers["accept-encoding"] = "identity"
@@ -453,12 +473,17 @@ class ToolId:
             self._apply(flow, response, "response", result)
 
     def _apply(
-        self, flow: http.HTTPFlow, message: http.Message, side: str, result: Rewritten
+        self,
+        flow: http.HTTPFlow,
+        message: http.Message,
+        side: str,
+        result: Rewritten,
+        why: str = "",
     ) -> None:
         """Record what rewriting a body did, and put the new body in (unless observing)."""
         for problem in result.problems:
             self._problem(flow, problem)
-        self._note(flow, side, result.changes)
+        self._note(flow, side, result.changes, why)
         if not self.observe and result.changed:
             message.content = result.body
 
@@ -571,32 +596,32 @@ class ToolId:
     def _in_scope(self, flow: http.HTTPFlow) -> bool:
         return self._every_host or scope.covers(self.hosts, flow.request.host, flow.request.port)
 
+    def _destination_for(
+        self, flow: http.HTTPFlow, content: bytes | None
+    ) -> destination.Destination:
+        """The id rules of the request's destination (None: it takes any id), by its model,
+        host and path, and why when its model chose them (``toolid.destination``)."""
+        request = flow.request
+        return self.destinations.for_request(request.host, request.port, request.path, content)
+
     def _rules_for(self, flow: http.HTTPFlow) -> rules.RuleSet | None:
-        """The id rules of the flow's upstream (None: it takes any id); looked up once per
-        host (agents talk to a handful)."""
-        upstream = (flow.request.host, flow.request.port)
-        if upstream not in self._rules_of_host:
-            if len(self._rules_of_host) >= _HOSTS_REMEMBERED:
-                self._rules_of_host.clear()
-            self._rules_of_host[upstream] = self._lookup_rules(*upstream)
-        return self._rules_of_host[upstream]
+        """The id rules of the flow's upstream by its host and path alone (no body to read
+        a model from)."""
+        return self._destination_for(flow, None).rules
 
-    def _lookup_rules(self, host: str, port: int) -> rules.RuleSet | None:
-        name = scope.first(self.host_rules, host, port)
-        if name is None and scope.covers(self.strict_hosts, host, port):
-            name = "safe"
-        if name is None:
-            name = scope.first(_DEFAULT_HOST_RULES, host, port)
-        return rules.RULE_SETS.get(name or rules.NO_RULES)
-
-    def _note(self, flow: http.HTTPFlow, side: str, changes: Sequence[Change]) -> None:
-        """Record changes in the flow's metadata (at most MAX_RECORDS per side) and mark it."""
+    def _note(
+        self, flow: http.HTTPFlow, side: str, changes: Sequence[Change], why: str = ""
+    ) -> None:
+        """Record changes in the flow's metadata (at most MAX_RECORDS per side) and mark it;
+        ``why``: why the rule set of the changes made under one applied."""
         if not changes:
             return
         record = self._record(flow)
         records = record.setdefault(side, [])
         room = max(0, MAX_RECORDS - len(records))
-        records.extend(report.as_records(changes[:room]))
+        new = report.as_records(changes[:room])
+        report.add_why(new, why)
+        records.extend(new)
         if len(changes) > room:
             record[f"{side}_omitted"] = record.get(f"{side}_omitted", 0) + len(changes) - room
         if not flow.marked and any(change.action != "kept" for change in changes):
@@ -656,9 +681,6 @@ class ToolId:
         lines, self._pending_lines = self._pending_lines, []
         if lines:
             logger.info("\n".join(_change_line(*line) for line in lines))
-
-
-_DEFAULT_HOST_RULES = scope.parse_assignments(rules.DEFAULT_HOST_RULES, rules.RULE_SETS)
 
 
 def _signed(flow: http.HTTPFlow) -> bool:
@@ -725,6 +747,15 @@ def _responses_upgrade(request: http.Request) -> bool:
 def _parse_hosts(option: str, values: Sequence[str]) -> tuple[scope.HostPattern, ...]:
     try:
         return scope.parse(values)
+    except ValueError as exc:
+        raise exceptions.OptionsError(f"{option}: {exc}") from None
+
+
+def _parse_rules[Rule](
+    option: str, parse: Callable[[Sequence[str]], tuple[Rule, ...]], values: Sequence[str]
+) -> tuple[Rule, ...]:
+    try:
+        return parse(values)
     except ValueError as exc:
         raise exceptions.OptionsError(f"{option}: {exc}") from None
 

@@ -17,7 +17,7 @@ from mitmproxy import exceptions
 from mitmproxy.addons import next_layer
 from mitmproxy.test import taddons, tflow
 
-from addons import toolid_addon
+from addons import toolid_addon, toolid_view
 from addons.toolid_addon import (
     DRAIN_EVERY,
     LOG_EVERY,
@@ -291,6 +291,9 @@ def test_observe_mode_reports_but_changes_nothing(addon):
         ("toolid_host_rules", ["localhost:8000"], "toolid_host_rules: invalid entry"),
         ("toolid_host_rules", ["localhost:8000=strictest"], "mistral"),
         ("toolid_host_rules", ["bad host!=mistral"], "toolid_host_rules: invalid host pattern"),
+        ("toolid_model_rules", ["devstral"], "toolid_model_rules: invalid entry 'devstral'"),
+        ("toolid_model_rules", ["devstral*=strictest"], "toolid_model_rules: .*mistral"),
+        ("toolid_model_rules", ["my model=mistral"], "toolid_model_rules: invalid model pattern"),
         ("toolid_max_event_bytes", 0, "positive"),
         ("toolid_profile", "loose", "loose"),
         ("toolid_mode", "dry", "dry"),
@@ -786,6 +789,102 @@ def test_a_hosts_rule_set_follows_the_options(addon):
     safe = request_flow(MISTRAL_HISTORY)
     toolid.request(safe)
     assert safe.request.content == MISTRAL_HISTORY
+
+
+def model_request(model: str, tool_id: str = "toolu_01AbC") -> bytes:
+    """``chat_request`` asking for ``model``, its model member after the messages (as the
+    openai SDK writes it)."""
+    document = json.loads(chat_request(tool_id))
+    document["model"] = document.pop("model") and model
+    return json.dumps(document).encode()
+
+
+def test_model_rules_map_ids_for_the_model_behind_a_gateway(addon):
+    """One gateway host, many providers: the request's model picks the rule set, and the
+    records, the comment and the log line say so."""
+    toolid, tctx = addon
+    flow = request_flow(model_request("mistralai/devstral-medium-2507"), host="openrouter.ai")
+    toolid.request(flow)
+    call, result = sent_ids(flow)
+    assert call == result and len(call) == 9 and call.isalnum()
+    records = flow.metadata["toolid"]["request"]
+    assert {r["why"] for r in records} == {"model mistralai/devstral-medium-2507"}
+    assert {r["rules"] for r in records} == {"mistral"}
+    assert flow.comment == (
+        f"toolid: 2 mapped (toolu_01AbC -> {call} for mistral "
+        "(model mistralai/devstral-medium-2507))"
+    )
+    # the same gateway, a Kimi model: its own ids, as before
+    kimi = request_flow(model_request("moonshotai/kimi-k2", CLIENT), host="openrouter.ai")
+    toolid.request(kimi)
+    assert json.loads(kimi.request.content)["messages"][1]["tool_calls"][0]["id"] == RAW
+    assert {r["action"] for r in kimi.metadata["toolid"]["request"]} == {"restored"}
+    # a custom name, with one option
+    custom = model_request("acme-coder-7")
+    toolid.request(unmapped := request_flow(custom, host="openrouter.ai"))
+    assert unmapped.request.content == custom and "request" not in unmapped.metadata["toolid"]
+    tctx.configure(toolid, toolid_model_rules=["acme-coder-*=mistral"])
+    toolid.request(mapped := request_flow(custom, host="openrouter.ai"))
+    assert len(sent_ids(mapped)[0]) == 9 and "(model acme-coder-7)" in mapped.comment
+
+
+@pytest.mark.parametrize(
+    ("settings", "host", "model", "expected"),
+    [
+        ({}, "openrouter.ai", "devstral-small", "mapped"),  # built-in model rule
+        ({}, "api.openai.com", "devstral-small", None),  # the official host wins
+        ({"toolid_model_rules": ["devstral*=none"]}, "openrouter.ai", "devstral-small", None),
+        ({"toolid_model_rules": ["devstral*=none"]}, "api.mistral.ai", "devstral-small", "mapped"),
+        ({"toolid_model_rules": ["gpt-*=mistral"]}, "api.openai.com", "gpt-4o", "mapped"),
+        ({"toolid_host_rules": ["openrouter.ai=none"]}, "openrouter.ai", "devstral-small", None),
+        ({"toolid_strict_hosts": ["openrouter.ai"]}, "openrouter.ai", "devstral-small", None),
+        (
+            {"toolid_host_rules": ["openrouter.ai/api/mistral/*=mistral"]},
+            "openrouter.ai",
+            "kimi",
+            None,  # another path of the host
+        ),
+    ],
+)
+def test_which_rule_set_a_model_gets(addon, settings, host, model, expected):
+    """The user's model rules, then host rules and strict hosts, then the official hosts,
+    then the built-in model rules."""
+    toolid, tctx = addon
+    tctx.configure(toolid, **settings)
+    flow = request_flow(model_request(model), host=host, port=443)
+    toolid.request(flow)
+    actions = {r["action"] for r in flow.metadata.get("toolid", {}).get("request", [])}
+    assert actions == ({expected} if expected else set())
+
+
+def test_the_contentview_says_why(addon):
+    toolid, _ = addon
+    flow = request_flow(model_request("codestral-latest"), host="gateway.internal")
+    toolid.request(flow)
+    notes = toolid_view._flow_notes(flow, "request")
+    assert notes and notes[0].endswith("for mistral (model codestral-latest))")
+
+
+def test_a_vertex_claude_path_is_rewritten_as_messages(addon):
+    toolid, _ = addon
+    body = json.dumps(
+        {
+            "anthropic_version": "vertex-2023-10-16",
+            "messages": [
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "a.b", "name": "f"}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a.b"}]},
+            ],
+        }
+    ).encode()
+    path = "/v1/projects/p/locations/l/publishers/anthropic/models/claude-opus-4@1:rawPredict"
+    flow = request_flow(body, host="gateway.internal", path=path)
+    toolid.request(flow)
+    record = flow.metadata["toolid"]
+    assert record["api"] == "messages"
+    assert {r["why"] for r in record["request"]} == {"model anthropic/claude-opus-4@1"}
+    sent = json.loads(flow.request.content)["messages"]
+    assert sent[1]["content"][0]["id"] == sent[2]["content"][0]["tool_use_id"] != "a.b"
 
 
 # --- the change log lines --------------------------------------------------------------------

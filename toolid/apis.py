@@ -27,6 +27,13 @@ _PATH_RULES: Final[tuple[tuple[re.Pattern[str], Api, re.Pattern[str] | None], ..
         Api.MESSAGES,
         None,
     ),
+    # Claude on Vertex AI: .../publishers/anthropic/models/{model}:rawPredict (buffered) and
+    # :streamRawPredict (SSE) carry Messages bodies (the model in the path, not the body).
+    (
+        re.compile(r"/publishers/anthropic/models/[^/]+:(?:raw|streamRaw)Predict$"),
+        Api.MESSAGES,
+        None,
+    ),
 )
 _CONVERSE_BLOCKS: Final = frozenset({"toolUse", "toolResult"})
 

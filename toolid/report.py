@@ -85,9 +85,19 @@ def as_records(changes: Iterable[Change]) -> list[dict[str, Any]]:
     ]
 
 
+def add_why(records: Iterable[dict[str, Any]], why: str) -> None:
+    """Say in each record made under a rule set (``"rules"``) why that rule set applied
+    (``"why": "model mistralai/devstral-medium-2507"``); nothing for an empty ``why``."""
+    if why:
+        for record in records:
+            if "rules" in record:
+                record["why"] = why
+
+
 def summary(records: Iterable[Mapping[str, Any]], observe: bool = False) -> str:
     """``2 encoded (functions.get_weather:0 -> tid1_functions-2Eget_weather-3A0)``,
-    ``1 mapped (toolu_01AbC -> aB3dE5fG7 for mistral)``, etc.
+    ``1 mapped (toolu_01AbC -> aB3dE5fG7 for mistral)``, ``1 mapped (toolu_01AbC ->
+    aB3dE5fG7 for mistral (model mistralai/devstral-medium-2507))``, etc.
 
     Counts id positions per action; shows the first few distinct ids of each.
     """
@@ -124,13 +134,20 @@ _action = itemgetter("action")
 
 def _identity(record: Mapping[str, Any]) -> tuple[Any, ...]:
     """What a record's summary text shows: records equal in it are shown once."""
-    return (record["raw"], record["client"], record.get("sent"), record.get("rules"))
+    return (
+        record["raw"],
+        record["client"],
+        record.get("sent"),
+        record.get("rules"),
+        record.get("why"),
+    )
 
 
 def _pair(record: Mapping[str, Any]) -> str:
     raw, client = show(record["raw"]), show(record["client"])
     if record["action"] == "mapped":
-        return f"{client} -> {show(record.get('sent', ''))} for {record.get('rules', '?')}"
+        why = f" ({record['why']})" if record.get("why") else ""  # made printable already
+        return f"{client} -> {show(record.get('sent', ''))} for {record.get('rules', '?')}{why}"
     pair = f"{raw} -> {client}" if record["action"] == "encoded" else f"{client} -> {raw}"
     tagged = use_of(record["client"])
     return f"{pair}, {tagged}" if tagged else pair

@@ -130,15 +130,92 @@ RULE_SETS: Final[dict[str, RuleSet]] = {
 NO_RULES: Final = "none"  # the name that turns a built-in rule set off for a host
 
 #: Official API hosts and their rule sets (toolid_host_rules entries add to and override these).
+#: ``HOST[:PORT][/PATH]=RULESET``: PATH, a glob on the request's path without its query (``*``:
+#: any characters, ``/`` included), narrows an entry to the APIs of a host that serves several;
+#: the first matching entry wins.
 DEFAULT_HOST_RULES: Final[tuple[str, ...]] = (
     "api.anthropic.com=anthropic",
     "api.openai.com=openai",
     "*.openai.azure.com=openai",
+    # Azure AI Foundry: OpenAI's models under /openai/ (Codex CLI on Foundry: "Invalid
+    # 'input[4].call_id': string too long. Expected a string with maximum length 64",
+    # openai/codex#14355; "Expected an ID that contains letters, numbers, underscores, or
+    # dashes", openai/codex#9360), Claude under /anthropic/ (Claude in Microsoft Foundry
+    # speaks the Messages API). Its /models/ inference API serves every vendor's models:
+    # there the model rules decide.
+    "*.services.ai.azure.com/openai/*=openai",
+    "*.services.ai.azure.com/api/projects/*/openai/*=openai",
+    "*.services.ai.azure.com/anthropic/*=anthropic",
+    "*.cognitiveservices.azure.com/openai/*=openai",
+    # ChatGPT's Codex backend (Codex CLI signed in with ChatGPT): the Responses API, same
+    # validator as OpenAI's ("Invalid 'input[95].call_id': string too long. Expected a string
+    # with maximum length 64", endpoint POST /backend-api/codex/responses, AnswerDotAI/fastllm#45;
+    # item ids likewise at most 64, openai/codex#39133). Only that path: chatgpt.com is a website.
+    "chatgpt.com/backend-api/codex/*=openai",
+    # GitHub Copilot's API (api.githubcopilot.com, api.individual/business/enterprise...):
+    # OpenAI's validator for every model it serves, Claude included. Chat: "Invalid
+    # 'messages[68].tool_calls[0].id': string too long. Expected a string with maximum length
+    # 40" (anomalyco/opencode#12653); Responses: "Invalid 'input[1].id': string too long.
+    # Expected a string with maximum length 64" (github/app#499) and item id prefixes
+    # ("Expected an ID that begins with 'rs'", copilot-language-server-release#46): the same
+    # limits as OpenAI's, no stricter. Copilot itself mints custom_tool_call item ids longer
+    # than 64 and then rejects them (caozhiyuan/copilot-api#307): this rule set maps those too.
+    "api.githubcopilot.com=openai",
+    "api.*.githubcopilot.com=openai",
     "api.mistral.ai=mistral",
     "generativelanguage.googleapis.com=safe",
+    # Claude on Vertex AI (.../publishers/anthropic/models/MODEL:rawPredict or
+    # :streamRawPredict): Anthropic's own validator, uniqueness included ("tool_use.id: String
+    # should match pattern '^[a-zA-Z0-9_-]+$'" from a req_vrtx_ request,
+    # router-for-me/CLIProxyAPI#578). Every other Vertex model: toolid's safe rule.
+    "*aiplatform.googleapis.com/*/publishers/anthropic/*=anthropic",
     "*aiplatform.googleapis.com=safe",
     "bedrock-runtime.*.amazonaws.com=bedrock",
 )
+
+#: Built-in model rules: ``PATTERN=RULESET``, a glob on the request's model name (``*`` any
+#: characters, ``?`` one; case-insensitive), matched against the whole name and against what
+#: follows each ``/`` or ``,`` in it (``mistralai/devstral-medium``, LiteLLM's
+#: ``mistral/codestral-latest``, claude-code-router's ``openrouter,anthropic/claude-sonnet-4``).
+#: Only names that mean one strict provider wherever they are sent; the first match wins, and a
+#: ``none`` match ends the search (no model rule). They come last: after the user's model rules,
+#: the host rules and the built-in host rules (``toolid.destination``).
+DEFAULT_MODEL_RULES: Final[tuple[str, ...]] = (
+    # gpt-oss is open weights (Apache 2.0), served by vLLM, Ollama, Groq and others, each with
+    # its own ids (OpenRouter names it openai/gpt-oss-120b): not OpenAI's API, so no rule.
+    "gpt-oss*=none",
+    # OpenAI's model families (its model list: GPT, the o-series reasoning models, Codex
+    # models), and OpenRouter's openai/ names: served by OpenAI, Azure OpenAI and Copilot,
+    # all with OpenAI's validator (Chat ids at most 40, Responses at most 64; see "openai").
+    "gpt-*=openai",
+    "chatgpt-*=openai",
+    "o1*=openai",
+    "o3*=openai",
+    "o4*=openai",
+    "codex-*=openai",
+    "openai/*=openai",
+    # Mistral's models, its API's and its open weights' alike: La Plateforme checks every id
+    # ("Tool call id was call_... but must be a-z, A-Z, 0-9, with a length of 9."), and so do
+    # mistral-common (vLLM with the Mistral tokenizer) and the models' own chat templates
+    # ("Tool call IDs should be alphanumeric strings with length 9!"). OpenRouter: mistralai/.
+    "mistral*=mistral",
+    "mixtral*=mistral",
+    "codestral*=mistral",
+    "devstral*=mistral",
+    "magistral*=mistral",
+    "ministral*=mistral",
+    "pixtral*=mistral",
+    "mistralai/*=mistral",
+    # Claude: Anthropic's API, Vertex AI and Bedrock all check "tool_use.id: String should
+    # match pattern '^[a-zA-Z0-9_-]+$'" and "tool_use ids must be unique". A bare claude-* name
+    # in a Messages API request says nothing, though: Claude Code sends its default claude-*
+    # models to whatever ANTHROPIC_BASE_URL names (Kimi's, DeepSeek's and GLM's Anthropic
+    # endpoints, claude-code-router), so there it takes no rule (MODEL_RULES_NOT_IN).
+    "claude-*=anthropic",
+    "anthropic/*=anthropic",
+)
+#: Built-in model rules that requests of these APIs (named by their path) do not take.
+MODEL_RULES_NOT_IN: Final[dict[str, frozenset[Api]]] = {"claude-*": frozenset({Api.MESSAGES})}
 
 
 class Sent(NamedTuple):

@@ -26,9 +26,11 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from typing import Any, Final
+from urllib.parse import unquote
 
-from .reuse_upstream import PATTERN_TEXT, ReuseUpstream, dict_items
+from .reuse_upstream import PATTERN_TEXT, Recorded, ReuseUpstream, dict_items
 from .upstream import API
 
 # Position kinds: a call's id and the results that refer to it share one kind.
@@ -289,3 +291,48 @@ class StrictHost(ReuseUpstream):
         self.rule_set = rule_set
         check = functools.partial(violation, rule_set)
         super().__init__(ids or [NATIVE_IDS[rule_set]], turns=turns, check=check, **kwargs)
+
+
+# ----------------------------------------------------------------------------- a gateway
+
+# Vertex AI's Claude paths (.../publishers/anthropic/models/MODEL:streamRawPredict): the
+# Messages API, the model in the path
+_VERTEX_PATH: Final = re.compile(r"/publishers/([^/]+)/models/([^/:]+):(?:raw|streamRaw)Predict$")
+
+
+class Gateway(ReuseUpstream):
+    """An OpenRouter-like stand-in: one host in front of many providers, picked per request
+    by its model (the body's ``model``; for a Vertex-style path, ``publisher/model`` from the
+    path). ``providers``: model globs (``fnmatch``, first match) and the rule set of the
+    provider each names, enforced with that provider's real 400 texts (``violation``); a
+    model no glob matches (a Kimi model) is served leniently. The rest as for
+    ``ReuseUpstream``: every model's tool calls carry the same ``ids``."""
+
+    def __init__(
+        self, providers: dict[str, str], ids: Sequence[str] = ("functions.Glob:0",), **kwargs: Any
+    ) -> None:
+        self.providers = providers
+        super().__init__(ids, **kwargs)
+
+    def model_of(self, rec: Recorded) -> str | None:
+        vertex = _VERTEX_PATH.search(unquote(rec.path.split("?", 1)[0]))
+        if vertex is not None:
+            return f"{vertex[1]}/{vertex[2]}"
+        model = rec.json.get("model") if isinstance(rec.json, dict) else None
+        return model if isinstance(model, str) else None
+
+    def provider(self, rec: Recorded) -> str | None:
+        """The rule set of the provider the request's model names, or None."""
+        model = self.model_of(rec)
+        if model is None:
+            return None
+        return next((rules for glob, rules in self.providers.items() if fnmatch(model, glob)), None)
+
+    def _answer(self, rec: Recorded) -> tuple[int, str, list[bytes]]:
+        if rec.method == "POST" and rec.api is None and _VERTEX_PATH.search(rec.path):
+            rec.api = "anthropic"
+        if rec.method == "POST" and rec.api is not None and isinstance(rec.json, dict):
+            rules = self.provider(rec)
+            if rules is not None and (problem := violation(rules, rec.api, rec.json)):
+                return self._error(rec, 400, problem)
+        return super()._answer(rec)
