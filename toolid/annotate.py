@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
@@ -271,9 +271,12 @@ def annotate(
     *,
     kind: Kind | None = None,
     profile: codec.Profile = "safe",
+    marks: Mapping[str, str] | None = None,
 ) -> str:
     """``data`` pretty-printed with its tool-call ids annotated (see module docstring).
 
+    ``marks``: more to say of the ids at some paths of a JSON body (``path -> note``, e.g.
+    its pairing problems), added to their annotations.
     Raises ValueError when ``data`` is neither a JSON document nor an event stream.
     """
     kind = kind or body_kind(data)
@@ -281,19 +284,25 @@ def annotate(
         raise ValueError("neither a JSON document nor an event stream")
     try:
         if kind == "json":
-            return _annotate_json(data, side, api, profile)
+            return _annotate_json(data, side, api, profile, marks or {})
         return _annotate_stream(data, api, profile)
     except RecursionError:
         raise ValueError("JSON nested too deeply to show") from None
 
 
-def _annotate_json(data: bytes, side: Side, api: Api | None, profile: codec.Profile) -> str:
+def _annotate_json(
+    data: bytes, side: Side, api: Api | None, profile: codec.Profile, marks: Mapping[str, str]
+) -> str:
     document = json.loads(data)
     doc = Doc.REQUEST if side == "request" else Doc.RESPONSE
     api = api or api_from_shape(document, doc)
     found = list(find_ids(document, api, doc)) if api else []
     lines = [_header(api, side, found)]
-    _pretty(document, _notes(found, profile), 0, lines, "")
+    notes = _notes(found, profile)
+    for f in found:
+        if f.path in marks:
+            notes[(id(f.holder), f.key)] += f" · {marks[f.path]}"
+    _pretty(document, notes, 0, lines, "")
     return "\n".join(lines)
 
 
