@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import io
+import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +17,7 @@ from mitmproxy import io as mitmproxy_io
 from mitmproxy.test import taddons, tflow
 
 from addons.toolid_addon import ToolId
-from toolid import annotate, encode
+from toolid import annotate, encode, pairing
 from toolid.cli import main
 from toolid.inspect import InspectError, detect, scan
 
@@ -36,27 +38,52 @@ def inspect(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[s
     return status, [line.split() for line in out.splitlines()], err
 
 
-HEADINGS = ["WHERE", "PATH", "API", "ID", "RAW", "CLIENT", "SAFE", "CALL", "REUSED"]
+HEADINGS = ["WHERE", "PATH", "API", "ID", "RAW", "CLIENT", "SAFE", "CALL", "REUSED", "PROBLEMS"]
+CODES = set(pairing.CODES)
 
 
 def rows_of(table: list[list[str]]) -> list[list[str]]:
-    """The data rows (after the headings, before the summary), without the CLIENT and REUSED
-    columns (see ``client_columns``)."""
+    """The data rows (after the headings, before the summary), without the CLIENT, REUSED
+    and PROBLEMS columns (see ``client_columns``, ``problem_columns``)."""
     return [row[:-3] + row[-2:] for row in full_rows(table)]
 
 
-def full_rows(table: list[list[str]]) -> list[list[str]]:
-    """The data rows with every column; an empty REUSED cell is no word."""
+def _split(row: list[str]) -> tuple[list[str], str, str]:
+    """A data row's words, its REUSED and its PROBLEMS cell (empty cells are no words)."""
+    row = list(row)
+    problems = row.pop() if set(row[-1].split(",")) <= CODES else ""
+    reused = row.pop() if re.fullmatch(r"[0-9]+x", row[-1]) else ""
+    return row, reused, problems
+
+
+def data_rows(table: list[list[str]]) -> list[list[str]]:
+    """The lines between the headings and the summary lines."""
     assert table[0] == HEADINGS
-    return [row[:-1] if row[-1].endswith("x") else row for row in table[1:-1]]
+    return list(
+        itertools.takewhile(
+            lambda row: not (row[0][0].isdigit() or row[0].rstrip(":") in CODES), table[1:]
+        )
+    )
+
+
+def full_rows(table: list[list[str]]) -> list[list[str]]:
+    """The data rows with every column but REUSED and PROBLEMS."""
+    return [_split(row)[0] for row in data_rows(table)]
 
 
 def client_columns(table: list[list[str]]) -> list[tuple[str, str]]:
     """(CLIENT, REUSED) of each data row."""
-    assert table[0] == HEADINGS
-    return [
-        (row[-4], row[-1]) if row[-1].endswith("x") else (row[-3], "") for row in table[1:-1]
-    ]
+    return [(words[-3], reused) for words, reused, _ in map(_split, data_rows(table))]
+
+
+def problem_columns(table: list[list[str]]) -> list[str]:
+    """PROBLEMS of each data row."""
+    return [problems for _, _, problems in map(_split, data_rows(table))]
+
+
+def summary_lines(table: list[list[str]]) -> list[str]:
+    """The lines after the data rows: the summary, then one per pairing code."""
+    return [" ".join(row) for row in table[1 + len(data_rows(table)) :]]
 
 
 # --- every input kind ------------------------------------------------------------------------
@@ -139,7 +166,9 @@ def test_sse_after_toolid_conforms(capsys, tmp_path):
             encode(CHAT_RAW), CHAT_RAW, "yes", "no",
         ]
     ]  # fmt: skip
-    assert " ".join(table[-1]) == "1 tool-call id position, 1 distinct id; all match [A-Za-z0-9_-]+"
+    assert summary_lines(table) == [
+        "1 tool-call id position, 1 distinct id; all match [A-Za-z0-9_-]+"
+    ]
 
 
 def test_jsonl_transcript(capsys):
@@ -153,7 +182,8 @@ def test_jsonl_transcript(capsys):
         ["line", "7", "payload.call_id", "responses", "call_Ab12", "call_Ab12"],
         ["line", "7", "payload.id", "responses", "fc_1", "fc_1"],
     ]  # fmt: skip
-    assert " ".join(table[-1]).startswith("6 tool-call id positions, 4 distinct ids; 2 not")
+    assert len(summary_lines(table)) == 1  # no pairing problems
+    assert summary_lines(table)[0].startswith("6 tool-call id positions, 4 distinct ids; 2 not")
 
 
 def test_jsonl_of_whole_requests_and_chat_chunks(capsys, tmp_path):
@@ -165,7 +195,8 @@ def test_jsonl_of_whole_requests_and_chat_chunks(capsys, tmp_path):
     path = tmp_path / "log.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     code, table, _ = inspect(capsys, str(path))
-    assert code == 0
+    assert code == 1  # the output of line 3 answers no call of the file
+    assert problem_columns(table) == ["", "", "", "orphan-result"]
     assert [row[:4] for row in rows_of(table)] == [
         ["line", "1", "messages[1].content[0].id", "messages"],
         ["line", "1", "messages[2].content[0].tool_use_id", "messages"],
@@ -317,13 +348,12 @@ def test_no_ids_at_all(capsys, tmp_path):
 )
 def test_exit_code_rule(capsys, tmp_path, ids, status):
     path = tmp_path / "ids.json"
-    path.write_text(
-        json.dumps({"messages": [{"role": "tool", "tool_call_id": i} for i in ids]}),
-        encoding="utf-8",
-    )
+    calls = {"role": "assistant", "tool_calls": [{"id": i} for i in ids]}
+    results = [{"role": "tool", "tool_call_id": i} for i in ids]
+    path.write_text(json.dumps({"messages": [calls, *results]}), encoding="utf-8")
     code, table, _ = inspect(capsys, str(path))
     assert code == status
-    assert len(rows_of(table)) == len(ids)
+    assert len(rows_of(table)) == 2 * len(ids)
 
 
 def test_odd_ids_are_shown_on_one_line(capsys, tmp_path):
@@ -516,7 +546,8 @@ def test_reused_ids_are_flagged_with_the_client_ids_toolid_gives(capsys, tmp_pat
         (tags[2], "3x"),
         (tags[2], ""),
     ]
-    assert "1 defined by more than one call of a conversation" in " ".join(table[-1])
+    assert "1 defined by more than one call of a conversation" in summary_lines(table)[0]
+    assert problem_columns(table) == ["", "", "duplicate-call", "", "duplicate-call", ""]
 
 
 def test_one_call_in_many_events_is_not_reused(capsys):
@@ -542,9 +573,11 @@ def test_json_output(capsys, tmp_path):
         "safe": False,
         "call": False,
         "defined": 3,
+        "problems": [],
     }
     assert [row["role"] for row in rows] == ["defines", "refers"] * 3
     assert [row["client"] for row in rows][4] == encode(GLOB, "safe", 3)
+    assert [row["problems"] for row in rows] == [[], [], ["duplicate-call"], [], ["duplicate-call"], []]
 
 
 def test_a_history_through_toolid_conforms(capsys, tmp_path):

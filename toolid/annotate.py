@@ -57,6 +57,8 @@ class Sighting:
     event_name: str | None = None
     role: Role = DEFINES  # whether it defines a tool call or refers to one
     call: Call = ()  # the number of its call in its document (see positions.Found)
+    kind: str = "call"  # the kind of id its position holds (see positions.Entry)
+    holder_type: str | None = None  # the ``type`` of the object holding it, if any
 
     @property
     def raw(self) -> str:
@@ -177,8 +179,7 @@ def _document_ids(document: Any, doc: Doc | None, api: Api | None, deep: bool) -
         api = api or api_from_shape(document, doc)
         if api is not None:
             return [
-                Sighting(f.value, f.path, api, role=f.role, call=f.call)
-                for f in find_ids(document, api, doc)
+                _sighting(f, f.path, api) for f in find_ids(document, api, doc)
             ]
     return deep_ids(document) if deep or doc is None else []
 
@@ -232,13 +233,24 @@ def _element_ids(node: dict[str, Any], path: str, found: dict[str, Sighting]) ->
         for hit in find_ids({member: [node]}, api, doc):
             relative = hit.path[len(member) + 3 :]  # drop "member[0]"
             where = f"{path}{relative}" if path else relative.removeprefix(".")
-            found.setdefault(where, Sighting(hit.value, where, api, role=hit.role, call=hit.call))
+            found.setdefault(where, _sighting(hit, where, api))
     if isinstance(kind, str) and kind.startswith("response."):
         for hit in find_ids(node, Api.RESPONSES, Doc.EVENT):
             where = f"{path}.{hit.path}" if path else hit.path
-            found.setdefault(
-                where, Sighting(hit.value, where, Api.RESPONSES, role=hit.role, call=hit.call)
-            )
+            found.setdefault(where, _sighting(hit, where, Api.RESPONSES))
+
+
+def _sighting(found: Found, path: str, api: Api) -> Sighting:
+    kind = found.holder.get("type") if isinstance(found.holder, dict) else None
+    return Sighting(
+        found.value,
+        path,
+        api,
+        role=found.role,
+        call=found.call,
+        kind=found.kind,
+        holder_type=kind if isinstance(kind, str) else None,
+    )
 
 
 def _load(text: str | bytes) -> tuple[bool, Any]:

@@ -68,9 +68,12 @@ class Problem(NamedTuple):
     def line(self) -> str:
         """One line naming it: ``orphan-result call_zzz at messages[3].tool_call_id: OpenAI
         Chat answers "..."``."""
+        return f"{self.code} {show(self.id)} at {self.path}: {self.said()}"
+
+    def said(self) -> str:
+        """``OpenAI Chat answers "..."`` (the API's words), or ``OpenAI Chat: ...`` (toolid's)."""
         name = API_NAMES[self.api]
-        said = f'{name} answers "{self.message}"' if self.verbatim else f"{name}: {self.message}"
-        return f"{self.code} {show(self.id)} at {self.path}: {said}"
+        return f'{name} answers "{self.message}"' if self.verbatim else f"{name}: {self.message}"
 
     def record(self) -> dict[str, str]:
         """As plain data (``flow.metadata``, ``--json``): the fields, the API, the line."""
@@ -231,20 +234,42 @@ def id_codes(value: str) -> tuple[str, ...]:
 
 def problem(code: str, api: Api, found: Found) -> Problem:
     """The problem ``code`` at ``found`` (its path, value, holder), with the API's text."""
-    history = HISTORIES[api]
-    text = history.texts.get(f"{code}.{found.kind}") or history.texts[code]
-    guessed = code in history.guesses and f"{code}.{found.kind}" not in history.texts
     holder_type = found.holder.get("type") if isinstance(found.holder, dict) else None
-    block = _dotted(found.path.rsplit(".", 1)[0]) if "." in found.path else ""
-    member = f"{block}.{holder_type}.{found.key}" if isinstance(holder_type, str) else block
-    message = text.format(
-        id=found.value,
-        path=found.path,
-        block=block,
-        member=member or found.key,
-        element=_dotted(element_path(api, found.path)),
+    return problem_at(
+        code,
+        api,
+        found.path,
+        found.value,
+        kind=found.kind,
+        holder_type=holder_type if isinstance(holder_type, str) else None,
     )
-    return Problem(code, found.path, found.value, message, api, not guessed)
+
+
+def problem_at(
+    code: str,
+    api: Api,
+    path: str,
+    value: str,
+    *,
+    kind: str = "call",
+    holder_type: str | None = None,
+) -> Problem:
+    """The problem ``code`` of the id ``value`` at ``path``, of the table's ``kind``, held by
+    an object of type ``holder_type``, with the API's text."""
+    history = HISTORIES[api]
+    text = history.texts.get(f"{code}.{kind}") or history.texts[code]
+    guessed = code in history.guesses and f"{code}.{kind}" not in history.texts
+    block, _, key = path.rpartition(".")
+    block = _dotted(block)
+    member = ".".join(part for part in (block, holder_type, key) if part)
+    message = text.format(
+        id=value,
+        path=path,
+        block=block,
+        member=member,
+        element=_dotted(element_path(api, path)),
+    )
+    return Problem(code, path, value, message, api, not guessed)
 
 
 def element_path(api: Api, path: str) -> str:
@@ -370,6 +395,11 @@ def _order(found: Found) -> tuple[tuple[int, int, str], ...]:
 
 def check_history(history: Sequence[Element], api: Api) -> list[Problem]:
     """Every pairing problem of ``history`` (see the module docstring), in document order."""
+    return [one for _, one in located(history, api)]
+
+
+def located(history: Sequence[Element], api: Api) -> list[tuple[int, Problem]]:
+    """``check_history``, each problem with the number of the element it is in."""
     spec = HISTORIES[api]
     found: list[tuple[int, int, Problem]] = []  # element, order within it, problem
 
@@ -406,7 +436,7 @@ def check_history(history: Sequence[Element], api: Api) -> list[Problem]:
         if not any(number < result < end for result in where):
             add(number, order, MISSING, at)
     found.sort(key=lambda item: (item[0], item[1], CODES.index(item[2].code)))
-    return [one for _, _, one in found]
+    return [(element, one) for element, _, one in found]
 
 
 def _typed(found: Found, types: frozenset[str] | None) -> bool:
