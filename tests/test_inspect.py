@@ -577,7 +577,8 @@ def test_json_output(capsys, tmp_path):
     }
     assert [row["role"] for row in rows] == ["defines", "refers"] * 3
     assert [row["client"] for row in rows][4] == encode(GLOB, "safe", 3)
-    assert [row["problems"] for row in rows] == [[], [], ["duplicate-call"], [], ["duplicate-call"], []]
+    duplicate = ["duplicate-call"]
+    assert [row["problems"] for row in rows] == [[], [], duplicate, [], duplicate, []]
 
 
 def test_a_history_through_toolid_conforms(capsys, tmp_path):
