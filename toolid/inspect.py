@@ -115,7 +115,7 @@ def _scan_json(data: bytes) -> Iterator[Row]:
     if isinstance(document, list):  # a saved conversation: its elements, as a transcript's lines
         lines = [(i, element, annotate.deep_ids(element)) for i, element in enumerate(document)]
         problems = {
-            _join(f"[{i}]", path): found
+            f"[{i}]" + ("" if path.startswith("[") else ".") + path: found
             for (i, path), found in _transcript_problems(lines).items()
         }
     else:
@@ -601,7 +601,7 @@ def pairing_summary(assessed: list[Assessed]) -> list[str]:
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         lines.append(
             f"{code}: {len(found)}, first {report.show(first.id)} at {item.row.where} "
-            f"{first.path}{more}: {first.said()}"
+            f"{item.row.sighting.path}{more}: {first.said()}"
         )
     return lines
 
