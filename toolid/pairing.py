@@ -216,6 +216,7 @@ HISTORIES: Final[dict[Api, History]] = {
 }
 
 
+@functools.lru_cache(maxsize=65536)  # pure; a history names each id twice, every turn again
 def key_of(value: str) -> str:
     """The id a value stands for in pairing: an untagged encoded id its raw id (restored,
     the two are one), any other value itself (a tagged id names a call of its own)."""
@@ -341,7 +342,7 @@ def _pairing_markers(api: Api | None) -> Markers:
 
 class Element(NamedTuple):
     """One element of a history: its kind (``role``, else ``type``; None: neither) and the
-    ids at the table's positions in it, in document order, each with its final path."""
+    ids at the table's positions in it, each with its final path."""
 
     kind: str | None
     ids: Sequence[Found] = ()
@@ -363,34 +364,46 @@ def check(document: Any, api: Api, found: Iterable[Found] | None = None) -> list
     """Every pairing problem of one request document of ``api``, in document order.
 
     ``found``: ``find_ids(document, api, Doc.REQUEST)`` when the caller has it already."""
-    return check_history(elements(document, api, found), api)
-
-
-def elements(document: Any, api: Api, found: Iterable[Found] | None = None) -> list[Element]:
-    """The history of a request document: each element of its history member with its ids."""
-    if not isinstance(document, dict):
-        return []
-    member = HISTORIES[api].member
-    history = document.get(member)
-    items = history if isinstance(history, list) else [history] if isinstance(history, dict) else []
+    items = _history(document, api)
     if not items:
         return []
     if found is None:
         found = find_ids(document, api, Doc.REQUEST)
-    grouped: dict[int, list[Found]] = {}
-    index = re.compile(re.escape(member) + r"\[(\d+)\]")
+    start = len(HISTORIES[api].member) + 1  # a path is "member[i]..." ("member..." for an object)
+    placed = [
+        (int(path[start : path.index("]", start)]) if path[start - 1 : start] == "[" else 0, one)
+        for one in found
+        if (path := one.path)
+    ]
+    elsewhere = any(document.get(name) for name in HISTORIES[api].elsewhere)
+    kinds = [kind_of(item) for item in items]
+    return [one for _, one in _check(placed, kinds, [elsewhere] * len(items), api)]
+
+
+def _history(document: Any, api: Api) -> list[Any]:
+    """The elements of a request document's history member (an object: its one element)."""
+    history = document.get(HISTORIES[api].member) if isinstance(document, dict) else None
+    return history if isinstance(history, list) else [history] if isinstance(history, dict) else []
+
+
+def elements(document: Any, api: Api, found: Iterable[Found] | None = None) -> list[Element]:
+    """The history of a request document: each element of its history member with its ids."""
+    items = _history(document, api)
+    if not items:
+        return []
+    if found is None:
+        found = find_ids(document, api, Doc.REQUEST)
+    grouped: list[list[Found]] = [[] for _ in items]
+    start = len(HISTORIES[api].member) + 1
     for one in found:
-        match = index.match(one.path)
-        grouped.setdefault(int(match.group(1)) if match else 0, []).append(one)
+        path = one.path
+        grouped[
+            int(path[start : path.index("]", start)]) if path[start - 1 : start] == "[" else 0
+        ].append(one)
     elsewhere = any(document.get(name) for name in HISTORIES[api].elsewhere)
     return [
-        Element(kind_of(item), sorted(grouped.get(i, ()), key=_order), elsewhere)
-        for i, item in enumerate(items)
+        Element(kind_of(item), ids, elsewhere) for item, ids in zip(items, grouped, strict=True)
     ]
-
-
-def _order(found: Found) -> tuple[tuple[int, int, str], ...]:
-    return path_order(found.path)
 
 
 def check_history(history: Sequence[Element], api: Api) -> list[Problem]:
@@ -400,43 +413,57 @@ def check_history(history: Sequence[Element], api: Api) -> list[Problem]:
 
 def located(history: Sequence[Element], api: Api) -> list[tuple[int, Problem]]:
     """``check_history``, each problem with the number of the element it is in."""
+    placed = [(number, one) for number, element in enumerate(history) for one in element.ids]
+    kinds = [element.kind for element in history]
+    return _check(placed, kinds, [element.elsewhere for element in history], api)
+
+
+def _check(
+    placed: Sequence[tuple[int, Found]],
+    kinds: Sequence[str | None],
+    elsewhere: Sequence[bool],
+    api: Api,
+) -> list[tuple[int, Problem]]:
+    """The problems of the ids of a history, each with the number of its element. ``placed``:
+    each id with its element's number; of each kind, definitions in document order (as
+    ``find_ids`` gives them, or element by element)."""
     spec = HISTORIES[api]
-    found: list[tuple[int, int, Problem]] = []  # element, order within it, problem
-
-    def add(element: int, order: int, code: str, at: Found) -> None:
-        found.append((element, order, problem(code, api, at)))
-
-    defined: set[tuple[str, str]] = set()
+    found: list[tuple[int, Problem]] = []
+    first: dict[tuple[str, str], int] = {}  # (kind, key) -> the element of its first call
     answered: dict[tuple[str, str], list[int]] = {}  # (kind, key) -> elements with results
-    calls: list[tuple[int, int, Found]] = []
-    for number, element in enumerate(history):
-        for order, at in enumerate(element.ids):
-            codes = id_codes(at.value)
-            for code in codes:
-                add(number, order, code, at)
-            if EMPTY in codes:
-                continue  # an empty id pairs with nothing: its empty-id says it all
-            pair = (at.kind, key_of(at.value))
-            if at.role is DEFINES:
-                if pair in defined:
-                    add(number, order, DUPLICATE, at)
-                defined.add(pair)
-                if (at.kind, at.key) in spec.calls and _typed(at, spec.call_types):
-                    calls.append((number, order, at))
-            elif (at.kind, at.key) in spec.results:
+    calls: list[tuple[int, Found, tuple[str, str]]] = []
+    references: list[tuple[int, Found, tuple[str, str]]] = []
+    for number, at in placed:
+        value = at.value
+        if not value:
+            found.append((number, problem(EMPTY, api, at)))
+            continue  # an empty id pairs with nothing: its empty-id says it all
+        if _COMPOSITE.search(value) is not None:
+            found.append((number, problem(COMPOSITE, api, at)))
+        pair = (at.kind, key_of(value))
+        if at.role is not DEFINES:
+            if (at.kind, at.key) in spec.results:
                 answered.setdefault(pair, []).append(number)
-                if pair not in defined and not element.elsewhere:
-                    add(number, order, ORPHAN, at)
-    ends = _turn_ends([element.kind for element in history], spec)
-    for number, order, at in calls:
+                references.append((number, at, pair))
+        elif pair in first:
+            found.append((number, problem(DUPLICATE, api, at)))
+        else:
+            first[pair] = number
+            if (at.kind, at.key) in spec.calls and _typed(at, spec.call_types):
+                calls.append((number, at, pair))
+    for number, at, pair in references:
+        made = first.get(pair)
+        if (made is None or made > number) and not elsewhere[number]:
+            found.append((number, problem(ORPHAN, api, at)))
+    ends = _turn_ends(kinds, spec)
+    for number, at, pair in calls:
         end = ends[number]
         if end is None:
             continue  # the last turn of the history: its results are still to come
-        where = answered.get((at.kind, key_of(at.value)), ())
-        if not any(number < result < end for result in where):
-            add(number, order, MISSING, at)
-    found.sort(key=lambda item: (item[0], item[1], CODES.index(item[2].code)))
-    return [(element, one) for element, _, one in found]
+        if not any(number < result < end for result in answered.get(pair, ())):
+            found.append((number, problem(MISSING, api, at)))
+    found.sort(key=lambda item: (item[0], path_order(item[1].path), CODES.index(item[1].code)))
+    return found
 
 
 def _typed(found: Found, types: frozenset[str] | None) -> bool:
