@@ -378,3 +378,13 @@ def id_path(document: dict[str, Any], api: Api, value: str, role: Role, nth: int
         if f.value == value and f.role is role and (key is None or f.key == key)
     ]
     return sorted(found, key=path_order)[nth]
+
+
+def test_every_whitespace_character_makes_an_id_composite():
+    spaces = [c for c in map(chr, range(0x110000)) if c.isspace()]
+    assert len(spaces) > 20
+    for space in spaces:
+        document = chat([Turn([f"call_a{space}fc_b"], [f"call_a{space}fc_b"])])
+        assert [p.code for p in check(document, CHAT)] == [COMPOSITE, COMPOSITE], hex(ord(space))
+    for plain in ("call_\u200b", "call_\x00", "functions.get:0", "日本"):  # odd, not joined
+        assert check(chat([Turn([plain], [plain])]), CHAT) == []

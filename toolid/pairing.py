@@ -433,23 +433,29 @@ def _check(
     answered: dict[tuple[str, str], list[int]] = {}  # (kind, key) -> elements with results
     calls: list[tuple[int, Found, tuple[str, str]]] = []
     references: list[tuple[int, Found, tuple[str, str]]] = []
-    for number, at in placed:
+    results, needs, types = spec.results, spec.calls, spec.call_types
+    composite, key = _COMPOSITE.search, key_of
+    for number, at in placed:  # per id: a few dict and set operations (the hot loop)
         value = at.value
         if not value:
             found.append((number, problem(EMPTY, api, at)))
             continue  # an empty id pairs with nothing: its empty-id says it all
-        if _COMPOSITE.search(value) is not None:
+        # isprintable: no whitespace but " " (the quick test), then the regex for the rest
+        if not (value.isprintable() and " " not in value and "|" not in value) and composite(value):
             found.append((number, problem(COMPOSITE, api, at)))
-        pair = (at.kind, key_of(value))
+        pair = (at.kind, key(value))
         if at.role is not DEFINES:
-            if (at.kind, at.key) in spec.results:
-                answered.setdefault(pair, []).append(number)
+            if (at.kind, at.key) in results:
+                if pair in answered:
+                    answered[pair].append(number)
+                else:
+                    answered[pair] = [number]
                 references.append((number, at, pair))
         elif pair in first:
             found.append((number, problem(DUPLICATE, api, at)))
         else:
             first[pair] = number
-            if (at.kind, at.key) in spec.calls and _typed(at, spec.call_types):
+            if (at.kind, at.key) in needs and (types is None or at.holder.get("type") in types):
                 calls.append((number, at, pair))
     for number, at, pair in references:
         made = first.get(pair)
@@ -464,10 +470,6 @@ def _check(
             found.append((number, problem(MISSING, api, at)))
     found.sort(key=lambda item: (item[0], path_order(item[1].path), CODES.index(item[1].code)))
     return found
-
-
-def _typed(found: Found, types: frozenset[str] | None) -> bool:
-    return types is None or found.holder.get("type") in types
 
 
 def _turn_ends(kinds: Sequence[str | None], spec: History) -> list[int | None]:
