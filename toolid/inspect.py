@@ -225,13 +225,8 @@ def _exchange_rows(exchange: Exchange, number: int) -> Iterator[Row]:
         document = 2 * number + (side == "response")
         found = exchange.body_ids(side)
         if found is not None:
-            content, content_type = exchange.bodies.get(side, (None, None))
-            problems = (
-                _body_problems(content, exchange.api)
-                if side == "request" and content and annotate.body_kind(content, content_type)
-                == "json"
-                else {}
-            )
+            content = exchange.bodies.get(side, (None, None))[0] if side == "request" else None
+            problems = _body_problems(content, exchange.api) if content else {}
             for sighting in found:
                 event = _event_label(sighting)
                 where = f"{label} {side}" + (f" {event}" if event else "")

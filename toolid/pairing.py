@@ -386,26 +386,6 @@ def _history(document: Any, api: Api) -> list[Any]:
     return history if isinstance(history, list) else [history] if isinstance(history, dict) else []
 
 
-def elements(document: Any, api: Api, found: Iterable[Found] | None = None) -> list[Element]:
-    """The history of a request document: each element of its history member with its ids."""
-    items = _history(document, api)
-    if not items:
-        return []
-    if found is None:
-        found = find_ids(document, api, Doc.REQUEST)
-    grouped: list[list[Found]] = [[] for _ in items]
-    start = len(HISTORIES[api].member) + 1
-    for one in found:
-        path = one.path
-        grouped[
-            int(path[start : path.index("]", start)]) if path[start - 1 : start] == "[" else 0
-        ].append(one)
-    elsewhere = any(document.get(name) for name in HISTORIES[api].elsewhere)
-    return [
-        Element(kind_of(item), ids, elsewhere) for item, ids in zip(items, grouped, strict=True)
-    ]
-
-
 def check_history(history: Sequence[Element], api: Api) -> list[Problem]:
     """Every pairing problem of ``history`` (see the module docstring), in document order."""
     return [one for _, one in located(history, api)]
