@@ -94,7 +94,7 @@ class ToolId:
         )
         # What each flow's comment summarises (the number of records of each side): a comment
         # is rewritten only when there is more to say.
-        self._summarised: weakref.WeakKeyDictionary[http.HTTPFlow, tuple[int, int, int]] = (
+        self._summarised: weakref.WeakKeyDictionary[http.HTTPFlow, tuple[int, int, int, int]] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -282,8 +282,8 @@ class ToolId:
             content, path=request.path, rules=self._rules_for(flow), profile=self.profile
         )
         self._apply(flow, request, "request", result)
-        self._check_pairing(flow, content, result.api)
         self._comment(flow)  # a response's comment is written once, by _finish
+        self._check_pairing(flow, content, result.api)
         if not self.observe and api_from_path(request.path) and result.asks_to_stream():
             request.headers["accept-encoding"] = "identity"
         if result.api is not None:
@@ -294,19 +294,30 @@ class ToolId:
         """Name the pairing problems of the request's history (as the client sent it): one
         WARNING line per flow, the flow marked, its comment, ``metadata["toolid"]["pairing"]``.
         The request goes on as it is (ids restored as always): toolid never adds or drops a
-        call, and the upstream's answer then has its explanation beside it."""
+        call, and the upstream's answer then has its explanation beside it.
+
+        A long history costs about as much to check as to restore, so in mitmproxy's event
+        loop the check runs at its next turn, while the request is on its way and the
+        upstream thinks, and the agent waits for none of it; elsewhere (a script, a test),
+        at once."""
+        try:
+            asyncio.get_running_loop().call_soon(self._pairing, flow, content, api)
+        except RuntimeError:  # no event loop
+            self._pairing(flow, content, api)
+
+    def _pairing(self, flow: http.HTTPFlow, content: bytes, api: toolid.Api | None) -> None:
         try:
             problems = toolid.check_pairing(content, path=flow.request.path, api=api)
-        except Exception as exc:  # a bug here must not cost the request
+            if not problems:
+                return
+            self._record(flow)["pairing"] = [problem.record() for problem in problems]
+            flow.marked = MARK_PROBLEM
+            lines = [problem.line() for problem in problems]
+            count = f"{len(lines)} pairing problem{'s' if len(lines) != 1 else ''}"
+            logger.warning(f"toolid: {_describe(flow)}: {count}: " + "; ".join(lines))
+            self._comment(flow)
+        except Exception as exc:  # a bug here must not cost the request, nor reach the loop
             self._problem(flow, f"pairing not checked: unexpected error {exc!r}")
-            return
-        if not problems:
-            return
-        self._record(flow)["pairing"] = [problem.record() for problem in problems]
-        flow.marked = MARK_PROBLEM
-        lines = [problem.line() for problem in problems]
-        count = f"{len(lines)} pairing problem{'s' if len(lines) != 1 else ''}"
-        logger.warning(f"toolid: {_describe(flow)}: {count}: " + "; ".join(lines))
 
     def _rewrite_response(self, flow: http.HTTPFlow, response: http.Response) -> None:
         content = self._json_body(flow, response, "response")
@@ -443,7 +454,7 @@ class ToolId:
         observe = record["observe"]
         requests, responses = record.get("request", []), record.get("response", [])
         omitted = record.get("request_omitted", 0) + record.get("response_omitted", 0)
-        summarised = (len(requests), len(responses), omitted)
+        summarised = (len(requests), len(responses), omitted, len(pairing))
         if self._summarised.get(flow) == summarised:
             return  # nothing recorded since the comment was written
         lines = []
