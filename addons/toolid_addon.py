@@ -297,9 +297,8 @@ class ToolId:
         call, and the upstream's answer then has its explanation beside it.
 
         A long history costs about as much to check as to restore, so in mitmproxy's event
-        loop the check runs at its next turn, while the request is on its way and the
-        upstream thinks, and the agent waits for none of it; elsewhere (a script, a test),
-        at once."""
+        loop the check runs at its next turn, while the request is on its way: the
+        upstream's think time hides it. Elsewhere (a script, a test) it runs at once."""
         try:
             asyncio.get_running_loop().call_soon(self._pairing, flow, content, api)
         except RuntimeError:  # no event loop
@@ -483,7 +482,8 @@ class ToolId:
         record = flow.metadata.get("toolid")
         if record and (record.get("request") or record.get("response")):
             self._comment(flow)
-            self._log_change(flow.comment.split("\n", 1)[0], _where(flow))  # pairing: logged
+            # the change line only: the pairing lines were logged as a warning (_pairing)
+            self._log_change(flow.comment.split("\n", 1)[0], _where(flow))
 
     def _log_change(self, comment: str, where: _Where) -> None:
         """Log one flow's change line (INFO): its comment and request. In mitmproxy's event
