@@ -388,3 +388,17 @@ def test_every_whitespace_character_makes_an_id_composite():
         assert [p.code for p in check(document, CHAT)] == [COMPOSITE, COMPOSITE], hex(ord(space))
     for plain in ("call_\u200b", "call_\x00", "functions.get:0", "日本"):  # odd, not joined
         assert check(chat([Turn([plain], [plain])]), CHAT) == []
+
+
+def test_a_request_without_calls_or_results_is_not_parsed(monkeypatch):
+    def no_parse(_content: bytes) -> None:
+        raise AssertionError("parsed")
+
+    monkeypatch.setattr(pairing.jsonparse, "loads", no_parse)
+    bodies = {
+        "/v1/chat/completions": {"messages": [{"role": "user", "content": "call_zzz"}]},
+        "/v1/responses": {"input": [{"role": "user", "content": "hi"}]},
+        "/v1/messages": {"messages": [{"role": "user", "content": [{"type": "text"}]}]},
+    }
+    for path, body in bodies.items():
+        assert toolid.check_pairing(json.dumps(body).encode(), path=path) == []
