@@ -33,7 +33,7 @@ if importlib.util.find_spec("toolid") is None:
 if importlib.util.find_spec("toolid_view") is None:
     sys.path.append(str(Path(__file__).resolve().parent))
 
-from toolid_view import ToolIdView, api_of
+from toolid_view import ToolIdView, api_of, pairing_lines
 
 import toolid
 from toolid import (
@@ -112,7 +112,7 @@ class ToolId:
         self._taken: weakref.WeakKeyDictionary[http.HTTPFlow, Taken] = weakref.WeakKeyDictionary()
         # What each flow's comment summarises (the number of records of each side): a comment
         # is rewritten only when there is more to say.
-        self._summarised: weakref.WeakKeyDictionary[http.HTTPFlow, tuple[int, int, int]] = (
+        self._summarised: weakref.WeakKeyDictionary[http.HTTPFlow, tuple[int, int, int, int]] = (
             weakref.WeakKeyDictionary()
         )
         # Responses over WebSocket: each open connection's state (what it takes, the current
@@ -457,11 +457,40 @@ class ToolId:
         )
         self._apply(flow, request, "request", result, why)
         self._comment(flow)  # a response's comment is written once, by _finish
+        self._check_pairing(flow, content, result.api)
         if not self.observe and api_from_path(request.path) and result.asks_to_stream():
             request.headers["accept-encoding"] = "identity"
         if result.api is not None:
             self._record(flow)["api"] = result.api.value
         self._taken[flow] = result.taken
+
+    def _check_pairing(self, flow: http.HTTPFlow, content: bytes, api: toolid.Api | None) -> None:
+        """Name the pairing problems of the request's history (as the client sent it): one
+        WARNING line per flow, the flow marked, its comment, ``metadata["toolid"]["pairing"]``.
+        The request goes on as it is (ids restored as always): toolid never adds or drops a
+        call, and the upstream's answer then has its explanation beside it.
+
+        A long history costs about as much to check as to restore, so in mitmproxy's event
+        loop the check runs at its next turn, while the request is on its way: the
+        upstream's think time hides it. Elsewhere (a script, a test) it runs at once."""
+        try:
+            asyncio.get_running_loop().call_soon(self._pairing, flow, content, api)
+        except RuntimeError:  # no event loop
+            self._pairing(flow, content, api)
+
+    def _pairing(self, flow: http.HTTPFlow, content: bytes, api: toolid.Api | None) -> None:
+        try:
+            problems = toolid.check_pairing(content, path=flow.request.path, api=api)
+            if not problems:
+                return
+            self._record(flow)["pairing"] = [problem.record() for problem in problems]
+            flow.marked = MARK_PROBLEM
+            lines = [problem.line() for problem in problems]
+            count = f"{len(lines)} pairing problem{'s' if len(lines) != 1 else ''}"
+            logger.warning(f"toolid: {_describe(flow)}: {count}: " + "; ".join(lines))
+            self._comment(flow)
+        except Exception as exc:  # a bug here must not cost the request, nor reach the loop
+            self._problem(flow, f"pairing not checked: unexpected error {exc!r}")
 
     def _rewrite_response(self, flow: http.HTTPFlow, response: http.Response) -> None:
         content = self._json_body(flow, response, "response")
@@ -630,17 +659,22 @@ class ToolId:
     def _comment(self, flow: http.HTTPFlow) -> None:
         """Summarise the flow's records in its comment (once per hook, never per chunk)."""
         record = flow.metadata.get("toolid")
-        if not record or not (record.get("request") or record.get("response")):
+        pairing = record.get("pairing", []) if record else []
+        if not record or not (record.get("request") or record.get("response") or pairing):
             return
         observe = record["observe"]
         requests, responses = record.get("request", []), record.get("response", [])
         omitted = record.get("request_omitted", 0) + record.get("response_omitted", 0)
-        summarised = (len(requests), len(responses), omitted)
+        summarised = (len(requests), len(responses), omitted, len(pairing))
         if self._summarised.get(flow) == summarised:
             return  # nothing recorded since the comment was written
-        summary = report.summary([*requests, *responses] if requests else responses, observe)
-        more = f" (+{omitted} more not recorded)" if omitted else ""
-        flow.comment = f"toolid{' (observe)' if observe else ''}: {summary}{more}"
+        lines = []
+        if requests or responses:
+            summary = report.summary([*requests, *responses] if requests else responses, observe)
+            more = f" (+{omitted} more not recorded)" if omitted else ""
+            lines.append(f"toolid{' (observe)' if observe else ''}: {summary}{more}")
+        lines.extend(f"toolid pairing: {line}" for line in pairing_lines(record))
+        flow.comment = "\n".join(lines)
         self._summarised[flow] = summarised
 
     def _problem(self, flow: http.HTTPFlow, message: str) -> None:
@@ -660,7 +694,8 @@ class ToolId:
         record = flow.metadata.get("toolid")
         if record and (record.get("request") or record.get("response")):
             self._comment(flow)
-            self._log_change(flow.comment, _where(flow))
+            # the change line only: the pairing lines were logged as a warning (_pairing)
+            self._log_change(flow.comment.split("\n", 1)[0], _where(flow))
 
     def _log_change(self, comment: str, where: _Where, detail: str = "") -> None:
         """Log one flow's change line (INFO): its comment and request. In mitmproxy's event

@@ -8,6 +8,9 @@ mitmproxy puts a script's own folder on ``sys.path``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from mitmproxy import contentviews, ctx, http, websocket
 
 from toolid import annotate, codec, report
@@ -47,7 +50,9 @@ class ToolIdView(contentviews.Contentview):
             raise ValueError("not an HTTP body")
         api = api_of(flow) if flow else None
         kind = annotate.body_kind(data, metadata.content_type)
-        text = annotate.annotate(data, side, api, kind=kind, profile=_profile())
+        record = flow.metadata.get("toolid") if flow else None
+        marks = pairing_marks(record) if side == "request" and isinstance(record, dict) else {}
+        text = annotate.annotate(data, side, api, kind=kind, profile=_profile(), marks=marks)
         notes = _flow_notes(flow, side) if flow else []
         return "\n".join([*notes, text])
 
@@ -136,7 +141,32 @@ def _flow_notes(flow: http.HTTPFlow, side: annotate.Side) -> list[str]:
         label = "toolid (observe)" if observe else "toolid"
         notes.append(f"# {label} on this {side}: {report.summary(changes, observe=observe)}")
     notes.extend(f"# toolid problem: {problem}" for problem in record.get("problems", ()))
+    lines = pairing_lines(record)
+    if lines and side == "response":
+        notes.append("# toolid: the request's history has pairing problems (see the request):")
+    notes.extend(f"# toolid pairing: {line}" for line in lines)
     return notes
+
+
+def pairing_lines(record: Mapping[str, Any]) -> list[str]:
+    """The lines naming the pairing problems toolid recorded for a flow's request."""
+    problems = record.get("pairing")
+    if not isinstance(problems, list):
+        return []
+    return [
+        str(problem["line"])
+        for problem in problems
+        if isinstance(problem, dict) and isinstance(problem.get("line"), str)
+    ]
+
+
+def pairing_marks(record: Mapping[str, Any]) -> dict[str, str]:
+    """Path -> note for the positions of the recorded pairing problems (request bodies)."""
+    marks: dict[str, list[str]] = {}
+    for problem in record.get("pairing") or ():
+        if isinstance(problem, dict) and isinstance(problem.get("path"), str):
+            marks.setdefault(problem["path"], []).append(str(problem.get("code")))
+    return {path: f"⚠ {', '.join(codes)}" for path, codes in marks.items()}
 
 
 def _profile() -> codec.Profile:

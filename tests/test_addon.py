@@ -931,3 +931,132 @@ def test_change_lines_outside_an_event_loop_are_logged_at_once(addon, caplog):
     with caplog.at_level(logging.INFO):
         toolid.response(response_flow(chat_response()))
     assert len(_change_records(caplog)) == 1
+
+
+# --- pairing problems of a request's history -----------------------------------------------------
+
+
+def broken_chat_request(tool_id: str = CLIENT) -> bytes:
+    """A call without its result (the next user turn came first), a result for a call that is
+    not there."""
+    return json.dumps(
+        {
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "tool_calls": [{"id": tool_id, "type": "function"}]},
+                {"role": "user", "content": "and?"},
+                {"role": "tool", "tool_call_id": "call_zzz", "content": "r"},
+            ],
+        }
+    ).encode()
+
+
+def test_pairing_problems_are_named_and_the_request_goes_on(addon, caplog):
+    toolid, _ = addon
+    original = broken_chat_request()
+    flow = request_flow(original)
+    with caplog.at_level(logging.INFO):
+        toolid.request(flow)
+    # forwarded: nothing added or dropped, the ids restored as always
+    assert flow.request.content == original.replace(CLIENT.encode(), RAW.encode())
+    record = flow.metadata["toolid"]
+    assert [(p["code"], p["path"], p["id"]) for p in record["pairing"]] == [
+        ("missing-result", "messages[1].tool_calls[0].id", CLIENT),
+        ("orphan-result", "messages[3].tool_call_id", "call_zzz"),
+    ]
+    assert "problems" not in record  # toolid itself had none
+    assert flow.marked == MARK_PROBLEM
+    comment = flow.comment.splitlines()
+    assert comment[0] == f"toolid: 1 restored ({CLIENT} -> {RAW})"
+    assert comment[2] == (
+        "toolid pairing: orphan-result call_zzz at messages[3].tool_call_id: OpenAI Chat answers "
+        "\"Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+        "message with 'tool_calls'.\""
+    )
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert warnings[0].startswith(
+        "toolid: GET 127.0.0.1/v1/chat/completions: 2 pairing problems: missing-result "
+    )
+    assert "; orphan-result call_zzz at messages[3].tool_call_id: OpenAI Chat answers" in (
+        warnings[0]
+    )
+
+
+def test_pairing_alone_comments_and_keeps_the_bytes(addon):
+    toolid, _ = addon
+    original = broken_chat_request("call_safe")
+    flow = request_flow(original)
+    raw_before = flow.request.raw_content
+    toolid.request(flow)
+    assert flow.request.raw_content is raw_before  # not even re-assigned
+    assert flow.comment.splitlines()[0].startswith("toolid pairing: missing-result call_safe")
+    assert flow.marked == MARK_PROBLEM
+    # the response's comment keeps the pairing lines
+    flow.response = tflow.tresp(content=chat_response())
+    flow.response.headers["content-type"] = "application/json"
+    toolid.response(flow)
+    lines = flow.comment.splitlines()
+    assert lines[0].startswith("toolid: 1 encoded")
+    assert [line.split()[2] for line in lines[1:]] == ["missing-result", "orphan-result"]
+
+
+def test_a_clean_history_stays_silent(addon, caplog):
+    toolid, _ = addon
+    flow = request_flow(chat_request())
+    with caplog.at_level(logging.WARNING):
+        toolid.request(flow)
+    assert "pairing" not in flow.metadata["toolid"]
+    assert flow.marked == MARK_CHANGED
+    assert not caplog.records
+
+
+def test_pairing_is_reported_when_observing(addon):
+    toolid, tctx = addon
+    tctx.configure(toolid, toolid_mode="observe")
+    original = broken_chat_request()
+    flow = request_flow(original)
+    toolid.request(flow)
+    assert flow.request.content == original
+    assert len(flow.metadata["toolid"]["pairing"]) == 2
+
+
+def test_a_pairing_bug_never_costs_the_request(addon, monkeypatch, caplog):
+    toolid, _ = addon
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(toolid_addon.toolid, "check_pairing", broken)
+    original = chat_request()
+    flow = request_flow(original)
+    with caplog.at_level(logging.WARNING):
+        toolid.request(flow)
+    assert json.loads(flow.request.content)["messages"][1]["tool_calls"][0]["id"] == RAW
+    assert flow.metadata["toolid"]["problems"] == [
+        "pairing not checked: unexpected error RuntimeError('boom')"
+    ]
+
+
+def test_in_the_event_loop_pairing_is_checked_while_the_request_is_on_its_way(addon, caplog):
+    """The request hook returns before the check (a long history costs about as much to
+    check as to restore); the next turn of the loop names the problems."""
+    toolid, _ = addon
+    flow = request_flow(broken_chat_request())
+
+    async def one_request() -> None:
+        toolid.request(flow)
+        assert "pairing" not in flow.metadata["toolid"]  # forwarded first
+        assert flow.comment == f"toolid: 1 restored ({CLIENT} -> {RAW})"
+        await asyncio.sleep(0)
+
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(one_request())
+    assert [p["code"] for p in flow.metadata["toolid"]["pairing"]] == [
+        "missing-result",
+        "orphan-result",
+    ]
+    assert flow.marked == MARK_PROBLEM
+    assert flow.comment.splitlines()[1].startswith("toolid pairing: missing-result ")
+    assert len(caplog.records) == 1

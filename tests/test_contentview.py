@@ -375,3 +375,32 @@ def test_registered_on_load_replaced_on_reload():
         assert list(contentviews.registry).count("toolid") == 1
         first.done()  # a stale instance going away leaves the current view alone
         assert contentviews.registry["toolid"] is second.view
+
+
+def test_pairing_problems_are_shown_at_their_positions(tctx):
+    addon = ToolId()
+    body = json.dumps(
+        {
+            "messages": [
+                {"role": "assistant", "tool_calls": [{"id": "call_a"}]},
+                {"role": "user", "content": "and?"},
+                {"role": "tool", "tool_call_id": "call_zzz"},
+            ]
+        }
+    ).encode()
+    with taddons.context(addon):
+        flow = http_flow("request", body, path=PATHS[Api.CHAT])
+        flow.live, flow.response = True, None
+        addon.request(flow)
+        flow.response = tflow.tresp(status_code=400, content=b'{"error": {"message": "x"}}')
+        flow.response.headers["content-type"] = "application/json"
+        request = render(flow, "request").text
+        response = render(flow, "response").text
+    assert request.splitlines()[0].startswith("# toolid pairing: missing-result call_a at ")
+    assert line_with(request, '"id": "call_a"').endswith("· ⚠ missing-result")
+    assert line_with(request, '"tool_call_id": "call_zzz"').endswith("· ⚠ orphan-result")
+    # the upstream's 400 has its explanation beside it
+    assert "# toolid: the request's history has pairing problems" in response
+    assert "# toolid pairing: orphan-result call_zzz at messages[2].tool_call_id: OpenAI" in (
+        response
+    )

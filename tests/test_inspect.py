@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import io
+import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +17,7 @@ from mitmproxy import io as mitmproxy_io
 from mitmproxy.test import taddons, tflow
 
 from addons.toolid_addon import ToolId
-from toolid import annotate, encode
+from toolid import annotate, encode, pairing
 from toolid.cli import main
 from toolid.inspect import InspectError, detect, scan
 
@@ -36,27 +38,57 @@ def inspect(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[s
     return status, [line.split() for line in out.splitlines()], err
 
 
-HEADINGS = ["WHERE", "PATH", "API", "ID", "RAW", "CLIENT", "SAFE", "CALL", "REUSED"]
+HEADINGS = ["WHERE", "PATH", "API", "ID", "RAW", "CLIENT", "SAFE", "CALL", "REUSED", "PROBLEMS"]
+CODES = set(pairing.CODES)
 
 
 def rows_of(table: list[list[str]]) -> list[list[str]]:
-    """The data rows (after the headings, before the summary), without the CLIENT and REUSED
-    columns (see ``client_columns``)."""
+    """The data rows (after the headings, before the summary), without the CLIENT, REUSED
+    and PROBLEMS columns (see ``client_columns``, ``problem_columns``)."""
     return [row[:-3] + row[-2:] for row in full_rows(table)]
 
 
-def full_rows(table: list[list[str]]) -> list[list[str]]:
-    """The data rows with every column; an empty REUSED cell is no word."""
+def _split(row: list[str]) -> tuple[list[str], str, str]:
+    """A data row's words, its REUSED and its PROBLEMS cell (empty cells are no words)."""
+    row = list(row)
+    problems = row.pop() if set(row[-1].split(",")) <= CODES else ""
+    reused = row.pop() if re.fullmatch(r"[0-9]+x", row[-1]) else ""
+    return row, reused, problems
+
+
+def data_rows(table: list[list[str]]) -> list[list[str]]:
+    """The lines between the headings and the summary lines."""
     assert table[0] == HEADINGS
-    return [row[:-1] if row[-1].endswith("x") else row for row in table[1:-1]]
+    return list(
+        itertools.takewhile(
+            lambda row: not (row[0][0].isdigit() or row[0].rstrip(":") in CODES), table[1:]
+        )
+    )
+
+
+def full_rows(table: list[list[str]]) -> list[list[str]]:
+    """The data rows with every column but REUSED and PROBLEMS."""
+    return [_split(row)[0] for row in data_rows(table)]
 
 
 def client_columns(table: list[list[str]]) -> list[tuple[str, str]]:
     """(CLIENT, REUSED) of each data row."""
-    assert table[0] == HEADINGS
-    return [
-        (row[-4], row[-1]) if row[-1].endswith("x") else (row[-3], "") for row in table[1:-1]
-    ]
+    return [(words[-3], reused) for words, reused, _ in map(_split, data_rows(table))]
+
+
+def problem_columns(table: list[list[str]]) -> list[str]:
+    """PROBLEMS of each data row."""
+    return [problems for _, _, problems in map(_split, data_rows(table))]
+
+
+def problems_by_path(table: list[list[str]]) -> dict[str, str]:
+    """PATH -> PROBLEMS of each data row."""
+    return {words[-7]: problems for words, _, problems in map(_split, data_rows(table))}
+
+
+def summary_lines(table: list[list[str]]) -> list[str]:
+    """The lines after the data rows: the summary, then one per pairing code."""
+    return [" ".join(row) for row in table[1 + len(data_rows(table)) :]]
 
 
 # --- every input kind ------------------------------------------------------------------------
@@ -139,7 +171,9 @@ def test_sse_after_toolid_conforms(capsys, tmp_path):
             encode(CHAT_RAW), CHAT_RAW, "yes", "no",
         ]
     ]  # fmt: skip
-    assert " ".join(table[-1]) == "1 tool-call id position, 1 distinct id; all match [A-Za-z0-9_-]+"
+    assert summary_lines(table) == [
+        "1 tool-call id position, 1 distinct id; all match [A-Za-z0-9_-]+"
+    ]
 
 
 def test_jsonl_transcript(capsys):
@@ -153,7 +187,8 @@ def test_jsonl_transcript(capsys):
         ["line", "7", "payload.call_id", "responses", "call_Ab12", "call_Ab12"],
         ["line", "7", "payload.id", "responses", "fc_1", "fc_1"],
     ]  # fmt: skip
-    assert " ".join(table[-1]).startswith("6 tool-call id positions, 4 distinct ids; 2 not")
+    assert len(summary_lines(table)) == 1  # no pairing problems
+    assert summary_lines(table)[0].startswith("6 tool-call id positions, 4 distinct ids; 2 not")
 
 
 def test_jsonl_of_whole_requests_and_chat_chunks(capsys, tmp_path):
@@ -165,7 +200,8 @@ def test_jsonl_of_whole_requests_and_chat_chunks(capsys, tmp_path):
     path = tmp_path / "log.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     code, table, _ = inspect(capsys, str(path))
-    assert code == 0
+    assert code == 1  # the output of line 3 answers no call of the file
+    assert problem_columns(table) == ["", "", "", "orphan-result"]
     assert [row[:4] for row in rows_of(table)] == [
         ["line", "1", "messages[1].content[0].id", "messages"],
         ["line", "1", "messages[2].content[0].tool_use_id", "messages"],
@@ -317,13 +353,12 @@ def test_no_ids_at_all(capsys, tmp_path):
 )
 def test_exit_code_rule(capsys, tmp_path, ids, status):
     path = tmp_path / "ids.json"
-    path.write_text(
-        json.dumps({"messages": [{"role": "tool", "tool_call_id": i} for i in ids]}),
-        encoding="utf-8",
-    )
+    calls = {"role": "assistant", "tool_calls": [{"id": i} for i in ids]}
+    results = [{"role": "tool", "tool_call_id": i} for i in ids]
+    path.write_text(json.dumps({"messages": [calls, *results]}), encoding="utf-8")
     code, table, _ = inspect(capsys, str(path))
     assert code == status
-    assert len(rows_of(table)) == len(ids)
+    assert len(rows_of(table)) == 2 * len(ids)
 
 
 def test_odd_ids_are_shown_on_one_line(capsys, tmp_path):
@@ -496,9 +531,7 @@ def reused_history() -> bytes:
     messages: list[object] = [{"role": "user", "content": "list"}]
     for _ in range(3):
         messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": GLOB}]})
-        messages.append(
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": GLOB}]}
-        )
+        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": GLOB}]})
     return json.dumps({"model": "m", "messages": messages}).encode()
 
 
@@ -516,7 +549,8 @@ def test_reused_ids_are_flagged_with_the_client_ids_toolid_gives(capsys, tmp_pat
         (tags[2], "3x"),
         (tags[2], ""),
     ]
-    assert "1 defined by more than one call of a conversation" in " ".join(table[-1])
+    assert "1 defined by more than one call of a conversation" in summary_lines(table)[0]
+    assert problem_columns(table) == ["", "", "duplicate-call", "", "duplicate-call", ""]
 
 
 def test_one_call_in_many_events_is_not_reused(capsys):
@@ -542,9 +576,12 @@ def test_json_output(capsys, tmp_path):
         "safe": False,
         "call": False,
         "defined": 3,
+        "problems": [],
     }
     assert [row["role"] for row in rows] == ["defines", "refers"] * 3
     assert [row["client"] for row in rows][4] == encode(GLOB, "safe", 3)
+    duplicate = ["duplicate-call"]
+    assert [row["problems"] for row in rows] == [[], [], duplicate, [], duplicate, []]
 
 
 def test_a_history_through_toolid_conforms(capsys, tmp_path):
@@ -558,3 +595,247 @@ def test_a_history_through_toolid_conforms(capsys, tmp_path):
     assert code == 0
     tags = [encode(GLOB, "safe", k) for k in (1, 2, 3)]
     assert client_columns(table) == [(tag, "") for tag in tags for _ in range(2)]
+
+
+# --- pairing: a PROBLEMS column, --json problems, one summary line per code ------------------
+
+
+def broken_chat() -> dict[str, object]:
+    """A Chat history with each pairing problem once."""
+    return {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "tool_calls": [{"id": "call_a"}, {"id": "call_b"}]},
+            {"role": "tool", "tool_call_id": "call_a", "content": "r"},
+            {"role": "tool", "tool_call_id": "call_zzz", "content": "r"},
+            {"role": "user", "content": "more"},
+            {"role": "assistant", "tool_calls": [{"id": ""}, {"id": "call_x|fc_y"}]},
+            {"role": "tool", "tool_call_id": "", "content": "r"},
+            {"role": "tool", "tool_call_id": "call_x|fc_y", "content": "r"},
+            {"role": "assistant", "tool_calls": [{"id": "call_a"}]},
+            {"role": "tool", "tool_call_id": "call_a", "content": "r"},
+        ],
+    }
+
+
+BROKEN_CHAT_PROBLEMS = [
+    "",  # call_a
+    "missing-result",  # call_b
+    "",
+    "orphan-result",  # call_zzz
+    "empty-id",
+    "composite-id",
+    "empty-id",
+    "composite-id",
+    "duplicate-call",  # call_a again
+    "",
+]
+
+
+BROKEN_CHAT_BY_PATH = {
+    "messages[1].tool_calls[0].id": "",
+    "messages[1].tool_calls[1].id": "missing-result",
+    "messages[2].tool_call_id": "",
+    "messages[3].tool_call_id": "orphan-result",
+    "messages[5].tool_calls[0].id": "empty-id",
+    "messages[5].tool_calls[1].id": "composite-id",
+    "messages[6].tool_call_id": "empty-id",
+    "messages[7].tool_call_id": "composite-id",
+    "messages[8].tool_calls[0].id": "duplicate-call",
+    "messages[9].tool_call_id": "",
+}
+
+
+def test_each_pairing_code_in_a_json_body(capsys, tmp_path):
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(broken_chat()))
+    code, table, _ = inspect(capsys, str(path))
+    assert code == 1
+    assert problem_columns(table) == BROKEN_CHAT_PROBLEMS
+    lines = summary_lines(table)
+    assert lines[1:] == [
+        "orphan-result: 1, first call_zzz at body messages[3].tool_call_id: OpenAI Chat answers "
+        "\"Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+        "message with 'tool_calls'.\"",
+        "missing-result: 1, first call_b at body messages[1].tool_calls[1].id: OpenAI Chat "
+        "answers \"An assistant message with 'tool_calls' must be followed by tool messages "
+        "responding to each 'tool_call_id'. The following tool_call_ids did not have response "
+        'messages: call_b"',
+        'empty-id: 2, first "" at body messages[5].tool_calls[0].id (and 1 more): OpenAI Chat '
+        "answers \"Invalid 'messages[5].tool_calls[0].id': empty string. Expected a string "
+        'with minimum length 1, but got an empty string instead."',
+        "duplicate-call: 1, first call_a at body messages[8].tool_calls[0].id: OpenAI Chat: two "
+        "calls carry one id, so their results cannot be told apart: strict servers reject the "
+        "request, others answer one call twice",
+        "composite-id: 2, first call_x|fc_y at body messages[5].tool_calls[1].id (and 1 more): "
+        "OpenAI Chat: the id joins two ids ('call_...|fc_...') or holds whitespace: strict "
+        "APIs accept [A-Za-z0-9_-]+ only",
+    ]
+
+
+def test_pairing_problems_in_json_output(capsys, tmp_path):
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(broken_chat()))
+    assert main(["inspect", "--json", str(path)]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    assert [",".join(row["problems"]) for row in rows] == BROKEN_CHAT_PROBLEMS
+    by_path = {row["path"]: row for row in rows}
+    assert by_path["messages[3].tool_call_id"]["role"] == "refers"  # orphan: on the result
+    assert by_path["messages[1].tool_calls[1].id"]["role"] == "defines"  # missing: on the call
+
+
+def test_the_issue_example_exits_1_and_names_each(capsys, tmp_path):
+    """A result for an unknown call, a call without a result, an empty id."""
+    path = tmp_path / "history.json"
+    path.write_text(
+        json.dumps(
+            {
+                "messages": [
+                    {"role": "assistant", "tool_calls": [{"id": "call_1"}]},
+                    {"role": "tool", "tool_call_id": "call_9"},
+                    {"role": "user", "content": "and?"},
+                    {"role": "assistant", "tool_calls": [{"id": ""}]},
+                ]
+            }
+        )
+    )
+    code, table, _ = inspect(capsys, str(path))
+    assert code == 1
+    assert problem_columns(table) == ["missing-result", "orphan-result", "empty-id"]
+    assert [line.split(":")[0] for line in summary_lines(table)[1:]] == [
+        "orphan-result",
+        "missing-result",
+        "empty-id",
+    ]
+
+
+@pytest.mark.parametrize("fixture", ["chat_request.json", "messages_request.json"])
+def test_a_clean_history_stays_silent(capsys, fixture):
+    code, table, _ = inspect(capsys, str(DATA / fixture))
+    assert code == 0
+    assert set(problem_columns(table)) == {""}
+    assert len(summary_lines(table)) == 1
+
+
+def test_pairing_across_a_claude_code_transcript(capsys, tmp_path):
+    """Lines are turns: a call interrupted before its result, a result whose call is gone."""
+    lines = [
+        {"type": "user", "message": {"role": "user", "content": "go"}},
+        {
+            "type": "assistant",
+            "message": {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1"}]},
+        },
+        {"type": "user", "message": {"role": "user", "content": "[Request interrupted]"}},
+        {"type": "summary", "summary": "compacted"},
+        {
+            "type": "assistant",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+        },
+        {
+            "type": "user",
+            "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x"}]},
+        },
+    ]
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    code, table, _ = inspect(capsys, str(path))
+    assert code == 1
+    assert [row[:3] for row in rows_of(table)] == [
+        ["line", "2", "message.content[0].id"],
+        ["line", "6", "message.content[0].tool_use_id"],
+    ]
+    assert problem_columns(table) == ["missing-result", "orphan-result"]
+    assert (
+        "toolu_1 at line 2 message.content[0].id: Anthropic Messages answers"
+        in (summary_lines(table)[2])
+    )
+
+
+def test_pairing_across_a_codex_rollout(capsys, tmp_path):
+    """Responses items, one per line: an output whose call was compacted away."""
+    items = [
+        {"type": "message", "role": "user", "content": []},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "shell"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "ok"},
+        {"type": "function_call_output", "call_id": "call_gone", "output": "ok"},
+    ]
+    path = tmp_path / "rollout.jsonl"
+    path.write_text(
+        "".join(json.dumps({"type": "response_item", "payload": item}) + "\n" for item in items)
+    )
+    code, table, _ = inspect(capsys, str(path))
+    assert code == 1
+    assert problem_columns(table) == ["", "", "", "orphan-result"]
+    assert summary_lines(table)[1].endswith(
+        'OpenAI Responses answers "No tool call found for function call output with call_id '
+        'call_gone."'
+    )
+
+
+def test_pairing_in_a_saved_conversation_array(capsys, tmp_path):
+    path = tmp_path / "conversation.json"
+    path.write_text(json.dumps(broken_chat()["messages"]))
+    code, table, _ = inspect(capsys, str(path))
+    assert code == 1
+    assert problem_columns(table) == BROKEN_CHAT_PROBLEMS
+    assert rows_of(table)[3][1] == "[3].tool_call_id"
+
+
+def test_pairing_in_an_event_stream(capsys, tmp_path):
+    """A stream's own ids: empty, composite, and one id for two calls (its several mentions of
+    one call are one call)."""
+    blocks = ["toolu_1", "toolu_1", "", "a b"]
+    events = [
+        {"type": "message_start", "message": {"content": []}},
+        *(
+            {"type": "content_block_start", "index": i, "content_block": tool_use}
+            for i, tool_use in enumerate({"type": "tool_use", "id": b} for b in blocks)
+        ),
+    ]
+    path = tmp_path / "stream.sse"
+    path.write_text("".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events))
+    code, table, _ = inspect(capsys, str(path))
+    assert code == 1
+    assert problem_columns(table) == ["", "duplicate-call", "empty-id", "composite-id"]
+    code, table, _ = inspect(capsys, str(DATA / "responses_stream.sse"))
+    assert set(problem_columns(table)) == {""}
+
+
+def test_pairing_in_a_har_request(capsys, tmp_path):
+    path = tmp_path / "capture.har"
+    body = json.dumps(broken_chat()).encode()
+    path.write_bytes(
+        har(
+            [
+                har_entry(
+                    "https://api.openai.com/v1/chat/completions",
+                    body,
+                    (DATA / "chat_response.json").read_bytes(),
+                    "application/json",
+                )
+            ]
+        )
+    )
+    code, table, _ = inspect(capsys, str(path))
+    assert code == 1
+    assert problems_by_path(table) == BROKEN_CHAT_BY_PATH | {TOOL_CALL: ""}
+    assert "first call_zzz at entry 1 POST /v1/chat/completions request" in summary_lines(table)[1]
+
+
+def test_pairing_in_a_flow_file(capsys, tmp_path):
+    addon = ToolId()
+    with taddons.context(addon):
+        flow = tflow.tflow(resp=True, live=True)
+        flow.request.method, flow.request.path = "POST", "/v1/chat/completions"
+        flow.request.headers["content-type"] = "application/json"
+        flow.request.content = json.dumps(broken_chat()).encode()
+        addon.request(flow)
+    path = tmp_path / "session.flows"
+    with path.open("wb") as file:
+        flow.live = False
+        mitmproxy_io.FlowWriter(file).add(flow)
+    code, table, _ = inspect(capsys, str(path))
+    assert code == 1
+    assert problems_by_path(table) == BROKEN_CHAT_BY_PATH
+    assert "first call_zzz at flow 1 POST /v1/chat/completions request" in summary_lines(table)[1]

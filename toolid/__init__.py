@@ -7,6 +7,8 @@ bytes back with what changed.
 - ``rewrite_response``: give a buffered response's tool calls safe client ids;
 - ``ResponseStream``: the same for an event stream fed in pieces;
 - ``ResponsesConnection``: both ways, message by message, on one Responses WebSocket;
+- ``check_pairing``: the pairing problems of a request's history (a result whose call is
+  gone, a call without its result, ...), with the texts strict APIs answer them with;
 - ``encode`` / ``decode``: wire format v1 for one id (docs/wire-format.md);
 - ``Taken``, ``Rewritten``, ``Change``, ``RULE_SETS``, ``api_from_path``: what those take
   and give.
@@ -19,6 +21,7 @@ from toolid.apis import api_from_path
 from toolid.codec import PROFILES, Profile, decode, encode, passes
 from toolid.decide import Change
 from toolid.occurrence import Taken
+from toolid.pairing import check_request as check_pairing
 from toolid.positions import Api
 from toolid.rewrite import (
     Framing,
@@ -47,6 +50,7 @@ __all__ = [
     "RuleSet",
     "Taken",
     "api_from_path",
+    "check_pairing",
     "decode",
     "encode",
     "framing_of",

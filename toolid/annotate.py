@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
@@ -58,6 +58,8 @@ class Sighting:
     event_name: str | None = None
     role: Role = DEFINES  # whether it defines a tool call or refers to one
     call: Call = ()  # the number of its call in its document (see positions.Found)
+    kind: str = "call"  # the kind of id its position holds (see positions.Entry)
+    holder_type: str | None = None  # the ``type`` of the object holding it, if any
 
     @property
     def raw(self) -> str:
@@ -189,8 +191,7 @@ def _document_ids(document: Any, doc: Doc | None, api: Api | None, deep: bool) -
         api = api or api_from_shape(document, doc)
         if api is not None:
             return [
-                Sighting(f.value, f.path, api, role=f.role, call=f.call)
-                for f in find_ids(document, api, doc)
+                _sighting(f, f.path, api) for f in find_ids(document, api, doc)
             ]
     return deep_ids(document) if deep or doc is None else []
 
@@ -244,13 +245,24 @@ def _element_ids(node: dict[str, Any], path: str, found: dict[str, Sighting]) ->
         for hit in find_ids({member: [node]}, api, doc):
             relative = hit.path[len(member) + 3 :]  # drop "member[0]"
             where = f"{path}{relative}" if path else relative.removeprefix(".")
-            found.setdefault(where, Sighting(hit.value, where, api, role=hit.role, call=hit.call))
+            found.setdefault(where, _sighting(hit, where, api))
     if isinstance(kind, str) and kind.startswith("response."):
         for hit in find_ids(node, Api.RESPONSES, Doc.EVENT):
             where = f"{path}.{hit.path}" if path else hit.path
-            found.setdefault(
-                where, Sighting(hit.value, where, Api.RESPONSES, role=hit.role, call=hit.call)
-            )
+            found.setdefault(where, _sighting(hit, where, Api.RESPONSES))
+
+
+def _sighting(found: Found, path: str, api: Api) -> Sighting:
+    kind = found.holder.get("type") if isinstance(found.holder, dict) else None
+    return Sighting(
+        found.value,
+        path,
+        api,
+        role=found.role,
+        call=found.call,
+        kind=found.kind,
+        holder_type=kind if isinstance(kind, str) else None,
+    )
 
 
 def _load(text: str | bytes) -> tuple[bool, Any]:
@@ -283,9 +295,12 @@ def annotate(
     *,
     kind: Kind | None = None,
     profile: codec.Profile = "safe",
+    marks: Mapping[str, str] | None = None,
 ) -> str:
     """``data`` pretty-printed with its tool-call ids annotated (see module docstring).
 
+    ``marks``: more to say of the ids at some paths of a JSON body (``path -> note``, e.g.
+    its pairing problems), added to their annotations.
     Raises ValueError when ``data`` is neither a JSON document nor an event stream.
     """
     kind = kind or body_kind(data)
@@ -293,7 +308,7 @@ def annotate(
         raise ValueError("neither a JSON document nor an event stream")
     try:
         if kind == "json":
-            return _annotate_json(data, side, api, profile)
+            return _annotate_json(data, side, api, profile, marks or {})
         return _annotate_stream(data, api, profile)
     except RecursionError:
         raise ValueError("JSON nested too deeply to show") from None
@@ -317,13 +332,19 @@ def annotate_message(
     return "\n".join(lines)
 
 
-def _annotate_json(data: bytes, side: Side, api: Api | None, profile: codec.Profile) -> str:
+def _annotate_json(
+    data: bytes, side: Side, api: Api | None, profile: codec.Profile, marks: Mapping[str, str]
+) -> str:
     document = json.loads(data)
     doc = Doc.REQUEST if side == "request" else Doc.RESPONSE
     api = api or api_from_shape(document, doc)
     found = list(find_ids(document, api, doc)) if api else []
     lines = [_header(api, side, found)]
-    _pretty(document, _notes(found, profile), 0, lines, "")
+    notes = _notes(found, profile)
+    for f in found:
+        if f.path in marks:
+            notes[(id(f.holder), f.key)] += f" · {marks[f.path]}"
+    _pretty(document, notes, 0, lines, "")
     return "\n".join(lines)
 
 

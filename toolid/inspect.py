@@ -17,17 +17,18 @@ import binascii
 import io
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Final, Literal, TextIO, get_args
 from urllib.parse import urlsplit
 
-from toolid import annotate, codec, report
+from toolid import annotate, codec, pairing, report
 from toolid.annotate import Side, Sighting
-from toolid.apis import api_from_path
+from toolid.apis import api_from_path, api_from_shape
 from toolid.occurrence import CallIds, Taken
-from toolid.positions import DEFINES, Api, path_order
+from toolid.pairing import Element, Problem
+from toolid.positions import DEFINES, Api, Doc, find_ids, path_order
 from toolid.trace import Exchange
 
 Format = Literal["json", "jsonl", "sse", "har", "flows"]
@@ -53,6 +54,7 @@ class Row:
     sighting: Sighting
     conversation: int = 0  # rows of one conversation (a file, a HAR entry, a flow) share it
     document: int = 0  # rows of one document (a body, a line, an event stream) share it
+    pairing: tuple[Problem, ...] = ()  # its history's orphan-result and missing-result here
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,7 @@ class Assessed:
     row: Row
     client: str  # the client id toolid gives it (the id itself when it is one already)
     defined: int  # for a definition: how many calls of its conversation define this id (as seen)
+    problems: tuple[Problem, ...] = ()  # its pairing problems (``toolid.pairing``)
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -108,17 +111,36 @@ def scan(data: bytes, fmt: Format) -> list[Row]:
 
 def _scan_json(data: bytes) -> Iterator[Row]:
     document = _parse(data.removeprefix(_BOM), "not valid JSON")
-    for sighting in annotate.deep_ids(document):
-        yield Row("body", sighting)
+    rows = [Row("body", sighting) for sighting in annotate.deep_ids(document)]
+    if isinstance(document, list):  # a saved conversation: its elements, as a transcript's lines
+        lines = [(i, element, annotate.deep_ids(element)) for i, element in enumerate(document)]
+        problems = {
+            f"[{i}]" + ("" if path.startswith("[") else ".") + path: found
+            for (i, path), found in _transcript_problems(lines).items()
+        }
+    else:
+        problems = _document_problems(document)
+    yield from _with_pairing(rows, problems)
 
 
 def _scan_jsonl(data: bytes) -> Iterator[Row]:
+    rows: list[Row] = []
+    lines: list[tuple[int, Any, list[Sighting]]] = []
+    whole: dict[tuple[int, str], list[Problem]] = {}
     for number, line in enumerate(data.removeprefix(_BOM).splitlines(), 1):
         if not line.strip():
             continue
         document = _parse(line, f"line {number}: not valid JSON")
-        for sighting in annotate.deep_ids(document):
-            yield Row(f"line {number}", sighting, document=number)
+        found = annotate.deep_ids(document)
+        rows.extend(Row(f"line {number}", sighting, document=number) for sighting in found)
+        if _history_api(document) is not None:  # a whole request: its own history
+            for path, problems in _document_problems(document).items():
+                whole[(number, path)] = problems
+        else:
+            lines.append((number, document, found))
+    whole.update(_transcript_problems(lines))
+    for row in rows:
+        yield replace(row, pairing=tuple(whole.get((row.document, row.sighting.path), ())))
 
 
 def _scan_sse(data: bytes) -> Iterator[Row]:
@@ -208,10 +230,13 @@ def _exchange_rows(exchange: Exchange, number: int) -> Iterator[Row]:
         document = 2 * number + (side == "response")
         found = exchange.body_ids(side)
         if found is not None:
+            content = exchange.bodies.get(side, (None, None))[0] if side == "request" else None
+            problems = _body_problems(content, exchange.api) if content else {}
             for sighting in found:
                 event = _event_label(sighting)
                 where = f"{label} {side}" + (f" {event}" if event else "")
-                yield Row(where, sighting, conversation=number, document=document)
+                pairs = tuple(problems.get(sighting.path, ()))
+                yield Row(where, sighting, conversation=number, document=document, pairing=pairs)
         elif exchange.api is not None:
             for change in exchange.recorded(side):
                 yield Row(
@@ -253,16 +278,126 @@ _RESPONSE_CREATED: Final = re.compile(rb'"type"\s*:\s*"response\.created"')
 type _Entry = tuple[str, int]  # a HAR entry's label and number
 
 
+# --- pairing ---------------------------------------------------------------------------------
+
+# What a history tells that no single id does; the other codes are the ids' own (``assess``).
+_HISTORY_CODES: Final = frozenset({pairing.ORPHAN, pairing.MISSING})
+_PATH_PARTS: Final = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
+
+
+def _history_api(document: Any, api: Api | None = None) -> Api | None:
+    """The API of a request document with a history (``api`` if given), None: not one."""
+    api = api or api_from_shape(document, Doc.REQUEST)
+    if api is None or not isinstance(document, dict):
+        return None
+    return api if isinstance(document.get(pairing.HISTORIES[api].member), list) else None
+
+
+def _document_problems(document: Any, api: Api | None = None) -> dict[str, list[Problem]]:
+    """The orphan results and missing results of one request document, by path."""
+    api = _history_api(document, api)
+    problems: dict[str, list[Problem]] = {}
+    for problem in pairing.check(document, api) if api is not None else ():
+        if problem.code in _HISTORY_CODES:
+            problems.setdefault(problem.path, []).append(problem)
+    return problems
+
+
+def _body_problems(body: bytes, api: Api | None) -> dict[str, list[Problem]]:
+    """``_document_problems`` of a request body, if it is JSON."""
+    if annotate.body_kind(body) != "json":
+        return {}
+    try:
+        document = json.loads(body.removeprefix(_BOM))
+    except (ValueError, RecursionError):
+        return {}
+    return _document_problems(document, api)
+
+
+def _with_pairing(rows: Iterable[Row], problems: Mapping[str, list[Problem]]) -> Iterator[Row]:
+    for row in rows:
+        found = problems.get(row.sighting.path)
+        yield replace(row, pairing=tuple(found)) if found else row
+
+
+type _Line = tuple[int, Any, Sequence[Sighting]]  # a transcript line: its key, document, ids
+
+
+def _transcript_problems(lines: Sequence[_Line]) -> dict[tuple[int, str], list[Problem]]:
+    """The orphan results and missing results of a transcript, by line key and path: its
+    lines' history elements in order, one history per API (with the lines that hold no id
+    but a role, a user's message say, in each)."""
+    entries: list[tuple[int, Api | None, pairing.Element]] = []
+    for key, document, found in lines:
+        entries.extend((key, api, element) for api, element in _line_elements(document, found))
+    problems: dict[tuple[int, str], list[Problem]] = {}
+    for api in Api:
+        history = [(key, element) for key, of, element in entries if of in (api, None)]
+        if not any(of is api for _, of, _ in entries):
+            continue
+        for number, problem in pairing.located([element for _, element in history], api):
+            if problem.code in _HISTORY_CODES:
+                problems.setdefault((history[number][0], problem.path), []).append(problem)
+    return problems
+
+
+def _line_elements(document: Any, found: Sequence[Sighting]) -> list[tuple[Api | None, Element]]:
+    """The history elements of one transcript line: the objects its ids sit in (a message,
+    an item), each with its ids as the table finds them there, at the line's own paths; a
+    line without ids, its object with a role."""
+    places = dict.fromkeys((s.api, pairing.element_path(s.api, s.path)) for s in found)
+    elements: list[tuple[Api | None, Element]] = []
+    for api, path in places:
+        element = _resolve(document, path)
+        if not isinstance(element, dict):
+            continue
+        member = pairing.HISTORIES[api].member
+        ids = sorted(
+            (
+                one._replace(path=_join(path, one.path[len(member) + 3 :]))  # drop "member[0]"
+                for one in find_ids({member: [element]}, api, Doc.REQUEST)
+            ),
+            key=lambda one: path_order(one.path),
+        )
+        elements.append((api, Element(pairing.kind_of(element), ids)))
+    if not elements and isinstance(document, dict):
+        for candidate in (document, *document.values()):
+            if isinstance(candidate, dict) and isinstance(candidate.get("role"), str):
+                elements.append((None, Element(candidate["role"])))
+                break
+    return elements
+
+
+def _resolve(document: Any, path: str) -> Any:
+    """The node at a concrete path (None: not there)."""
+    node = document
+    for index, name in _PATH_PARTS.findall(path):
+        if index and isinstance(node, list) and int(index) < len(node):
+            node = node[int(index)]
+        elif name and isinstance(node, dict):
+            node = node.get(name)
+        else:
+            return None
+    return node
+
+
+def _join(path: str, rest: str) -> str:
+    """``rest`` (``.a[0].b`` or ``[0].b``) after ``path``."""
+    return path + rest if path else rest.removeprefix(".")
+
+
 def _body_rows(
     body: bytes, side: Side, api: Api | None, content_type: str | None, entry: _Entry
 ) -> Iterator[Row]:
     label, number = entry
     kind = annotate.body_kind(body, content_type)
     document = 2 * number + (side == "response")
+    problems = _body_problems(body, api) if side == "request" and kind == "json" else {}
     for sighting in annotate.sightings(body, side, api, kind=kind, deep=True):
         event = _event_label(sighting)
         where = f"{label} {side}" + (f" {event}" if event else "")
-        yield Row(where, sighting, conversation=number, document=document)
+        pairs = tuple(problems.get(sighting.path, ()))
+        yield Row(where, sighting, conversation=number, document=document, pairing=pairs)
 
 
 def _recorded_api(record: Mapping[str, Any]) -> Api | None:
@@ -329,6 +464,7 @@ def assess(rows: list[Row], profile: codec.Profile = "safe") -> list[Assessed]:
     encoded, later ones occurrence tags; an id that is already a client id stays itself."""
     clients: dict[int, str] = {}
     defined: dict[int, int] = {}
+    duplicates: set[int] = set()
     conversations: dict[int, list[int]] = {}
     for index, row in enumerate(rows):
         conversations.setdefault(row.conversation, []).append(index)
@@ -340,10 +476,15 @@ def assess(rows: list[Row], profile: codec.Profile = "safe") -> list[Assessed]:
                 defining.setdefault(rows[i].sighting.value, set()).add(units[i])
         taken = Taken.of(rows[i].sighting.value for i in indices if rows[i].sighting.encoded)
         calls = CallIds(profile, taken)
+        first_call: dict[tuple[Api, str, str], tuple[int, ...]] = {}  # for duplicate-call
         for i in sorted(indices, key=lambda i: _reading_order(rows[i])):
             sighting = rows[i].sighting
             defines = sighting.role is DEFINES
             defined[i] = len(defining[sighting.value]) if defines else 0
+            if defines and sighting.value:
+                pair = (sighting.api, sighting.kind, pairing.key_of(sighting.value))
+                if first_call.setdefault(pair, units[i]) != units[i]:
+                    duplicates.add(i)
             if sighting.encoded:
                 clients[i] = sighting.value
             elif defines:
@@ -351,7 +492,28 @@ def assess(rows: list[Row], profile: codec.Profile = "safe") -> list[Assessed]:
                 clients[i] = calls.define(units[i], key, sighting.value)
             else:
                 clients[i] = calls.refer(units[i], sighting.value)
-    return [Assessed(row, clients[i], defined[i]) for i, row in enumerate(rows)]
+    return [
+        Assessed(row, clients[i], defined[i], _problems(row, i in duplicates))
+        for i, row in enumerate(rows)
+    ]
+
+
+def _problems(row: Row, duplicate: bool) -> tuple[Problem, ...]:
+    """A row's pairing problems: its history's (``Row.pairing``), then its id's own."""
+    sighting = row.sighting
+    codes = [*pairing.id_codes(sighting.value), *([pairing.DUPLICATE] if duplicate else [])]
+    own = (
+        pairing.problem_at(
+            code,
+            sighting.api,
+            sighting.path,
+            sighting.value,
+            kind=sighting.kind,
+            holder_type=sighting.holder_type,
+        )
+        for code in codes
+    )
+    return tuple(sorted([*row.pairing, *own], key=lambda one: pairing.CODES.index(one.code)))
 
 
 def _reading_order(row: Row) -> tuple[object, ...]:
@@ -369,7 +531,9 @@ def _call_of(row: Row, index: int) -> tuple[int, ...]:
 
 # --- reporting -------------------------------------------------------------------------------
 
-_HEADINGS: Final = ("WHERE", "PATH", "API", "ID", "RAW", "CLIENT", "SAFE", "CALL", "REUSED")
+_HEADINGS: Final = (
+    "WHERE", "PATH", "API", "ID", "RAW", "CLIENT", "SAFE", "CALL", "REUSED", "PROBLEMS"
+)  # fmt: skip
 
 
 def table(assessed: list[Assessed]) -> list[str]:
@@ -385,6 +549,7 @@ def table(assessed: list[Assessed]) -> list[str]:
             _yes(codec.has_shape(item.row.sighting.value, "safe")),
             _yes(codec.has_shape(item.row.sighting.value, "call")),
             _reused(item),
+            ",".join(problem.code for problem in item.problems),
         )
         for item in assessed
     ]
@@ -409,6 +574,7 @@ def as_json(assessed: list[Assessed]) -> list[dict[str, Any]]:
             "safe": codec.has_shape(item.row.sighting.value, "safe"),
             "call": codec.has_shape(item.row.sighting.value, "call"),
             "defined": item.defined,
+            "problems": [problem.code for problem in item.problems],
         }
         for item in assessed
     ]
@@ -448,10 +614,32 @@ def summary(assessed: list[Assessed]) -> str:
     return line
 
 
+def pairing_summary(assessed: list[Assessed]) -> list[str]:
+    """One line per pairing code present: how many, the first one, and what its API answers."""
+    by_code: dict[str, list[tuple[Assessed, Problem]]] = {}
+    for item in assessed:
+        for problem in item.problems:
+            by_code.setdefault(problem.code, []).append((item, problem))
+    lines = []
+    for code in pairing.CODES:
+        found = by_code.get(code)
+        if not found:
+            continue
+        item, first = found[0]
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        lines.append(
+            f"{code}: {len(found)}, first {report.show(first.id)} at {item.row.where} "
+            f"{item.row.sighting.path}{more}: {first.said()}"
+        )
+    return lines
+
+
 def exit_code(assessed: list[Assessed]) -> int:
     """1 when some id would be rejected by a strict API (bad characters, or defined by more
-    than one call of a conversation), else 0."""
-    rejected = any(not item.row.sighting.strict_ok or item.defined > 1 for item in assessed)
+    than one call of a conversation) or has a pairing problem, else 0."""
+    rejected = any(
+        not item.row.sighting.strict_ok or item.defined > 1 or item.problems for item in assessed
+    )
     return EXIT_NON_CONFORMING if rejected else EXIT_OK
 
 
@@ -496,7 +684,7 @@ def run(
         # ASCII escapes: lone surrogates in crafted ids still make valid output
         lines = [json.dumps(as_json(assessed), indent=2)]
     else:
-        lines = [*(table(assessed) if rows else []), summary(assessed)]
+        lines = [*(table(assessed) if rows else []), summary(assessed), *pairing_summary(assessed)]
     encoding = getattr(stdout, "encoding", None) or "utf-8"
     for line in lines:
         stdout.write(line.encode(encoding, "backslashreplace").decode(encoding) + "\n")

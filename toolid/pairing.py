@@ -1,0 +1,467 @@
+"""Pairing: does every tool result of a request's history answer a call, and every call get
+its result? Sans I/O: a parsed document in, problems out.
+
+Strict APIs reject a whole request whose history pairs calls and results wrongly, with a
+terse text ("No tool call found for function call output with call_id ..."). ``check``
+names each such problem before the upstream does, with a stable code, its position, its id
+and the text the destination answers:
+
+- ``orphan-result``: a result whose id no earlier call of the history defines;
+- ``missing-result``: a call with no result before its turn is over (the next turn that
+  closes it, see ``History``); a call in the last turn of the history is not a problem;
+- ``empty-id``: an empty id at any position;
+- ``duplicate-call``: an id an earlier call already defined (at each later call);
+- ``composite-id``: an id holding ``|``, a newline or other whitespace (a call id and an
+  item id joined into one).
+
+The positions and their roles come from the table (``positions.find_ids``); the history is
+the array the table's request positions start in (``messages``, ``input``), each element a
+turn or part of one, known by its ``role`` (else its ``type``). What differs per API is data
+(``HISTORIES``): which positions are results and which calls need one, which elements close
+a call's turn, the destination's texts. Ids are compared as the client sends them, except
+that toolid's own encoded ids (untagged) stand for the raw id inside: restored, ``tid1_x``
+and ``x`` are one id. Nothing here changes a document: toolid never adds or drops a call.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, NamedTuple
+
+from toolid import codec, jsonparse
+from toolid.apis import api_from_path, api_from_shape
+from toolid.markers import Markers
+from toolid.positions import DEFINES, Api, Doc, Found, find_ids, path_order, positions
+from toolid.report import show
+
+ORPHAN: Final = "orphan-result"
+MISSING: Final = "missing-result"
+EMPTY: Final = "empty-id"
+DUPLICATE: Final = "duplicate-call"
+COMPOSITE: Final = "composite-id"
+#: Every code, in the order problems of one position are listed.
+CODES: Final = (ORPHAN, MISSING, EMPTY, DUPLICATE, COMPOSITE)
+
+API_NAMES: Final[dict[Api, str]] = {
+    Api.CHAT: "OpenAI Chat",
+    Api.RESPONSES: "OpenAI Responses",
+    Api.MESSAGES: "Anthropic Messages",
+}
+
+_COMPOSITE: Final = re.compile(r"[|\s]")
+
+
+class Problem(NamedTuple):
+    """One pairing problem: its code, the position (a concrete JSON path), the id, and the
+    text the destination answers (``verbatim``: the API's own words; else toolid's)."""
+
+    code: str
+    path: str
+    id: str
+    message: str
+    api: Api
+    verbatim: bool = True
+
+    def line(self) -> str:
+        """One line naming it: ``orphan-result call_zzz at messages[3].tool_call_id: OpenAI
+        Chat answers "..."``."""
+        return f"{self.code} {show(self.id)} at {self.path}: {self.said()}"
+
+    def said(self) -> str:
+        """``OpenAI Chat answers "..."`` (the API's words), or ``OpenAI Chat: ...`` (toolid's)."""
+        name = API_NAMES[self.api]
+        return f'{name} answers "{self.message}"' if self.verbatim else f"{name}: {self.message}"
+
+    def record(self) -> dict[str, str]:
+        """As plain data (``flow.metadata``, ``--json``): the fields, the API, the line."""
+        return {
+            "code": self.code,
+            "path": self.path,
+            "id": self.id,
+            "message": self.message,
+            "api": self.api.value,
+            "line": self.line(),
+        }
+
+
+# --- per-API facts ---------------------------------------------------------------------------
+
+_PATTERN_TEXT: Final = "String should match pattern '^[a-zA-Z0-9_-]+$'"
+_OPENAI_EMPTY: Final = (
+    "Invalid '{path}': empty string. Expected a string with minimum length 1, "
+    "but got an empty string instead."
+)
+_JOINED: Final = "the id joins two ids ('call_...|fc_...') or holds whitespace: {rule}"
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """What pairing means in one API's request history.
+
+    ``results``: the (kind, member) of the reference positions that are results; ``calls``:
+    those of the definitions that need one, ``call_types`` narrowing them to calls of those
+    ``type`` values (None: every one). A call's results must come after it, before the first
+    later element whose kind (``role``, else ``type``) is in ``closes``; with ``runs``, the
+    closing elements right after the call are its own turn (Responses: parallel calls, a
+    reasoning item, the model's message) and close nothing. ``elsewhere``: root members
+    that say the history is kept by the server (then results may answer calls not sent).
+    ``texts``: the destination's answer per code (or ``code.kind``); a text in ``guesses``
+    is toolid's explanation, not the API's words."""
+
+    name: str
+    results: frozenset[tuple[str, str]]
+    calls: frozenset[tuple[str, str]]
+    closes: frozenset[str]
+    texts: Mapping[str, str]
+    call_types: frozenset[str] | None = None
+    runs: bool = False
+    elsewhere: tuple[str, ...] = ()
+    guesses: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def member(self) -> str:
+        """The request member holding the history: the table's first step."""
+        return _first_member(self.name)
+
+
+def _first_member(api: str) -> str:
+    first = positions(Api(api), Doc.REQUEST)[0].notation
+    return re.split(r"[.\[]", first, maxsplit=1)[0]
+
+
+# Responses items that the model produces: a run of them is one model turn.
+_RESPONSES_MODEL: Final = frozenset(
+    {
+        "assistant",  # a message item's role
+        "reasoning",
+        "function_call",
+        "custom_tool_call",
+        "computer_call",
+        "local_shell_call",
+        "shell_call",
+        "apply_patch_call",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "web_search_call",
+        "file_search_call",
+        "image_generation_call",
+        "code_interpreter_call",
+    }
+)
+
+HISTORIES: Final[dict[Api, History]] = {
+    Api.CHAT: History(
+        "chat",
+        results=frozenset({("call", "tool_call_id")}),
+        calls=frozenset({("call", "id")}),
+        closes=frozenset({"assistant", "user"}),
+        texts={
+            ORPHAN: "Invalid parameter: messages with role 'tool' must be a response to a "
+            "preceeding message with 'tool_calls'.",
+            MISSING: "An assistant message with 'tool_calls' must be followed by tool messages "
+            "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+            "response messages: {id}",
+            EMPTY: _OPENAI_EMPTY,
+            DUPLICATE: "two calls carry one id, so their results cannot be told apart: strict "
+            "servers reject the request, others answer one call twice",
+            COMPOSITE: _JOINED.format(rule="strict APIs accept [A-Za-z0-9_-]+ only"),
+        },
+        guesses=frozenset({DUPLICATE, COMPOSITE}),
+    ),
+    Api.RESPONSES: History(
+        "responses",
+        results=frozenset({("call_id", "call_id")}),
+        calls=frozenset({("call_id", "call_id")}),
+        call_types=frozenset(
+            {"function_call", "custom_tool_call", "computer_call", "shell_call", "apply_patch_call"}
+        ),
+        closes=_RESPONSES_MODEL,
+        runs=True,
+        elsewhere=("previous_response_id", "conversation"),
+        texts={
+            ORPHAN: "No tool call found for function call output with call_id {id}.",
+            MISSING: "No tool output found for function call {id}.",
+            EMPTY: _OPENAI_EMPTY,
+            f"{DUPLICATE}.item": "Duplicate item found with id {id}. Remove duplicate items "
+            "from your input and try again.",
+            DUPLICATE: "two calls carry one call_id, so their outputs cannot be told apart",
+            COMPOSITE: _JOINED.format(
+                rule="OpenAI accepts letters, numbers, underscores or dashes only"
+            ),
+        },
+        guesses=frozenset({DUPLICATE, COMPOSITE}),
+    ),
+    Api.MESSAGES: History(
+        "messages",
+        results=frozenset({("call", "tool_use_id")}),
+        calls=frozenset({("call", "id")}),
+        call_types=frozenset({"tool_use"}),
+        closes=frozenset({"assistant"}),
+        texts={
+            ORPHAN: "{block}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. "
+            "Each `tool_result` block must have a corresponding `tool_use` block in the "
+            "previous message.",
+            MISSING: "{element}: `tool_use` ids were found without `tool_result` blocks "
+            "immediately after: {id}. Each `tool_use` block must have a corresponding "
+            "`tool_result` block in the next message.",
+            EMPTY: "{member}: " + _PATTERN_TEXT,
+            DUPLICATE: "{block}: `tool_use` ids must be unique",
+            COMPOSITE: "{member}: " + _PATTERN_TEXT,
+        },
+    ),
+}
+
+
+@functools.lru_cache(maxsize=65536)  # pure; a history names each id twice, every turn again
+def key_of(value: str) -> str:
+    """The id a value stands for in pairing: an untagged encoded id its raw id (restored,
+    the two are one), any other value itself (a tagged id names a call of its own)."""
+    if "tid" not in value:
+        return value
+    raw, occurrence = codec.parse(value)
+    return raw if occurrence == 1 else value
+
+
+def id_codes(value: str) -> tuple[str, ...]:
+    """The codes a value earns wherever it stands: ``empty-id``, ``composite-id``."""
+    if not value:
+        return (EMPTY,)
+    return (COMPOSITE,) if _COMPOSITE.search(value) else ()
+
+
+def problem(code: str, api: Api, found: Found) -> Problem:
+    """The problem ``code`` at ``found`` (its path, value, holder), with the API's text."""
+    holder_type = found.holder.get("type") if isinstance(found.holder, dict) else None
+    return problem_at(
+        code,
+        api,
+        found.path,
+        found.value,
+        kind=found.kind,
+        holder_type=holder_type if isinstance(holder_type, str) else None,
+    )
+
+
+def problem_at(
+    code: str,
+    api: Api,
+    path: str,
+    value: str,
+    *,
+    kind: str = "call",
+    holder_type: str | None = None,
+) -> Problem:
+    """The problem ``code`` of the id ``value`` at ``path``, of the table's ``kind``, held by
+    an object of type ``holder_type``, with the API's text."""
+    history = HISTORIES[api]
+    text = history.texts.get(f"{code}.{kind}") or history.texts[code]
+    guessed = code in history.guesses and f"{code}.{kind}" not in history.texts
+    block, _, key = path.rpartition(".")
+    block = _dotted(block)
+    member = ".".join(part for part in (block, holder_type, key) if part)
+    message = text.format(
+        id=value,
+        path=path,
+        block=block,
+        member=member,
+        element=_dotted(element_path(api, path)),
+    )
+    return Problem(code, path, value, message, api, not guessed)
+
+
+def element_path(api: Api, path: str) -> str:
+    """The path of the history element a position's path sits in (``messages[3]`` for
+    ``messages[3].tool_calls[0].id``; ``message`` for a transcript's
+    ``message.content[1].id``; ``""`` for an element at the root), read off the table."""
+    match = _element_suffix(api).search(path)
+    if match is None:
+        return path.rsplit(".", 1)[0] if "." in path else ""
+    return path[: match.start()]
+
+
+@functools.cache
+def _element_suffix(api: Api) -> re.Pattern[str]:
+    """What follows the element in each of the table's request positions, as one regex."""
+    member = HISTORIES[api].member
+    rests = set()
+    for position in positions(api, Doc.REQUEST):
+        rest = re.sub(r"^\[[^\]]*\]", "", position.notation.removeprefix(member))
+        rest = re.sub(r"\[[^\]]*\]", "[]", rest).removeprefix(".")
+        rests.add(re.escape(rest).replace(r"\[\]", r"\[\d+\]"))
+    return re.compile(r"(?:^|\.)(?:" + "|".join(sorted(rests)) + r")$")
+
+
+def _dotted(path: str) -> str:
+    """A path as Anthropic spells it: ``messages.1.content.0``."""
+    return re.sub(r"\[(\d+)\]", r".\1", path).removeprefix(".")
+
+
+# --- a request body ---------------------------------------------------------------------------
+
+
+def check_request(content: bytes, *, path: str = "", api: Api | None = None) -> list[Problem]:
+    """``check`` of a request body (bytes): its API is ``api``, else the one ``path`` names,
+    else its shape's. A body that spells no call or result (one byte search) is not parsed;
+    one that is not JSON has no problems here (rewriting says so)."""
+    api = api or api_from_path(path)
+    if not _pairing_markers(api).in_(content):
+        return []
+    try:
+        document = jsonparse.loads(content)
+    except (ValueError, RecursionError):
+        return []
+    api = api or api_from_shape(document, Doc.REQUEST)
+    return [] if api is None else check(document, api)
+
+
+@functools.cache
+def _pairing_markers(api: Api | None) -> Markers:
+    """Words of which a request with a call or a result at one of ``api``'s positions spells
+    one (every API's: None): a filtered position's ``type`` values, else the id's own member
+    (``tool_call_id``, ``tool_use_id``), or for a bare ``id`` the member above it
+    (``tool_calls``). Sharper than the rewriting markers, which every Chat request spells."""
+    words: list[bytes] = []
+    for each in Api if api is None else (api,):
+        member = HISTORIES[each].member
+        for position in positions(each, Doc.REQUEST):
+            steps = re.findall(r"\[[^\]]*\]|[^.\[\]]+", position.notation)
+            filters = [step[6:-1].split("|") for step in steps if step.startswith("[type=")]
+            names = [step for step in steps if not step.startswith("[") and step != member]
+            key = names[-1]
+            chosen = filters[-1] if filters else [key] if key != "id" else names[-2:-1]
+            words.extend(f'"{word}"'.encode() for word in chosen)
+    return Markers(words)
+
+
+# --- the check -------------------------------------------------------------------------------
+
+
+class Element(NamedTuple):
+    """One element of a history: its kind (``role``, else ``type``; None: neither) and the
+    ids at the table's positions in it, each with its final path."""
+
+    kind: str | None
+    ids: Sequence[Found] = ()
+    elsewhere: bool = False  # its results may answer calls the server keeps (not sent)
+
+
+def kind_of(element: Any) -> str | None:
+    """An element's kind: its ``role``, else its ``type`` (None: neither is a string)."""
+    if not isinstance(element, dict):
+        return None
+    for member in ("role", "type"):
+        value = element.get(member)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def check(document: Any, api: Api, found: Iterable[Found] | None = None) -> list[Problem]:
+    """Every pairing problem of one request document of ``api``, in document order.
+
+    ``found``: ``find_ids(document, api, Doc.REQUEST)`` when the caller has it already."""
+    items = _history(document, api)
+    if not items:
+        return []
+    if found is None:
+        found = find_ids(document, api, Doc.REQUEST)
+    start = len(HISTORIES[api].member) + 1  # a path is "member[i]..." ("member..." for an object)
+    placed = [
+        (int(path[start : path.index("]", start)]) if path[start - 1 : start] == "[" else 0, one)
+        for one in found
+        if (path := one.path)
+    ]
+    elsewhere = any(document.get(name) for name in HISTORIES[api].elsewhere)
+    kinds = [kind_of(item) for item in items]
+    return [one for _, one in _check(placed, kinds, [elsewhere] * len(items), api)]
+
+
+def _history(document: Any, api: Api) -> list[Any]:
+    """The elements of a request document's history member (an object: its one element)."""
+    history = document.get(HISTORIES[api].member) if isinstance(document, dict) else None
+    return history if isinstance(history, list) else [history] if isinstance(history, dict) else []
+
+
+def check_history(history: Sequence[Element], api: Api) -> list[Problem]:
+    """Every pairing problem of ``history`` (see the module docstring), in document order."""
+    return [one for _, one in located(history, api)]
+
+
+def located(history: Sequence[Element], api: Api) -> list[tuple[int, Problem]]:
+    """``check_history``, each problem with the number of the element it is in."""
+    placed = [(number, one) for number, element in enumerate(history) for one in element.ids]
+    kinds = [element.kind for element in history]
+    return _check(placed, kinds, [element.elsewhere for element in history], api)
+
+
+def _check(
+    placed: Sequence[tuple[int, Found]],
+    kinds: Sequence[str | None],
+    elsewhere: Sequence[bool],
+    api: Api,
+) -> list[tuple[int, Problem]]:
+    """The problems of the ids of a history, each with the number of its element. ``placed``:
+    each id with its element's number; of each kind, definitions in document order (as
+    ``find_ids`` gives them, or element by element)."""
+    spec = HISTORIES[api]
+    found: list[tuple[int, Problem]] = []
+    first: dict[tuple[str, str], int] = {}  # (kind, key) -> the element of its first call
+    answered: dict[tuple[str, str], list[int]] = {}  # (kind, key) -> elements with results
+    calls: list[tuple[int, Found, tuple[str, str]]] = []
+    references: list[tuple[int, Found, tuple[str, str]]] = []
+    results, needs, types = spec.results, spec.calls, spec.call_types
+    composite, key = _COMPOSITE.search, key_of
+    for number, at in placed:  # per id: a few dict and set operations (the hot loop)
+        value = at.value
+        if not value:
+            found.append((number, problem(EMPTY, api, at)))
+            continue  # an empty id pairs with nothing: its empty-id says it all
+        # isprintable: no whitespace but " " (the quick test), then the regex for the rest
+        if not (value.isprintable() and " " not in value and "|" not in value) and composite(value):
+            found.append((number, problem(COMPOSITE, api, at)))
+        pair = (at.kind, key(value))
+        if at.role is not DEFINES:
+            if (at.kind, at.key) in results:
+                if pair in answered:
+                    answered[pair].append(number)
+                else:
+                    answered[pair] = [number]
+                references.append((number, at, pair))
+        elif pair in first:
+            found.append((number, problem(DUPLICATE, api, at)))
+        else:
+            first[pair] = number
+            if (at.kind, at.key) in needs and (types is None or at.holder.get("type") in types):
+                calls.append((number, at, pair))
+    for number, at, pair in references:
+        made = first.get(pair)
+        if (made is None or made > number) and not elsewhere[number]:
+            found.append((number, problem(ORPHAN, api, at)))
+    ends = _turn_ends(kinds, spec)
+    for number, at, pair in calls:
+        end = ends[number]
+        if end is None:
+            continue  # the last turn of the history: its results are still to come
+        if not any(number < result < end for result in answered.get(pair, ())):
+            found.append((number, problem(MISSING, api, at)))
+    found.sort(key=lambda item: (item[0], path_order(item[1].path), CODES.index(item[1].code)))
+    return found
+
+
+def _turn_ends(kinds: Sequence[str | None], spec: History) -> list[int | None]:
+    """For each element, the first later element that closes a call made in it (None: the
+    history ends first)."""
+    count = len(kinds)
+    close_from: list[int | None] = [None] * (count + 1)  # the first closing element from i on
+    open_from = [count] * (count + 1)  # the first element from i on that closes nothing
+    for number in range(count - 1, -1, -1):
+        closes = kinds[number] in spec.closes
+        close_from[number] = number if closes else close_from[number + 1]
+        open_from[number] = open_from[number + 1] if closes else number
+    if spec.runs:  # the closing elements right after a call are its own turn
+        return [close_from[open_from[number + 1]] for number in range(count)]
+    return [close_from[number + 1] for number in range(count)]
