@@ -125,7 +125,9 @@ def test_the_same_request_unsigned_is_rewritten(addon):  # noqa: F811
     sent = json.loads(flow.request.content)["messages"][1]["content"]
     ids = [block["id"] for block in sent]
     assert len(set(ids)) == 4 and all(len(i) <= 64 for i in ids)
-    assert flow.marked == MARK_CHANGED
+    # rewritten, and marked for the pairing problem the history has (call_0 defined twice)
+    assert [p["code"] for p in flow.metadata["toolid"]["pairing"]] == ["duplicate-call"]
+    assert flow.marked == MARK_PROBLEM
     assert "signed" not in flow.metadata["toolid"]
 
 

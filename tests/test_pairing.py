@@ -85,10 +85,27 @@ def responses(turns: list[Turn], ask_after: bool = True) -> dict[str, Any]:
     return {"model": "m", "input": items}
 
 
+def converse(turns: list[Turn], ask_after: bool = True) -> dict[str, Any]:
+    """A Bedrock Converse request: content blocks are unions named by their member."""
+    history: list[dict[str, Any]] = []
+    for number, turn in enumerate(turns):
+        history.append({"role": "user", "content": [{"text": f"q{number}"}]})
+        blocks: list[dict[str, Any]] = [{"text": "t"}]
+        blocks += [{"toolUse": {"toolUseId": i, "name": "f", "input": {}}} for i in turn.calls]
+        history.append({"role": "assistant", "content": blocks})
+        if turn.results:
+            results = [{"toolResult": {"toolUseId": i, "content": []}} for i in turn.results]
+            history.append({"role": "user", "content": results})
+    if ask_after:
+        history.append({"role": "assistant", "content": [{"text": "done"}]})
+    return {"messages": history}
+
+
 BUILDERS: dict[Api, Callable[..., dict[str, Any]]] = {
     CHAT: chat,
     MESSAGES: messages,
     RESPONSES: responses,
+    Api.CONVERSE: converse,
 }
 
 

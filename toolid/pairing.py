@@ -49,6 +49,7 @@ API_NAMES: Final[dict[Api, str]] = {
     Api.CHAT: "OpenAI Chat",
     Api.RESPONSES: "OpenAI Responses",
     Api.MESSAGES: "Anthropic Messages",
+    Api.CONVERSE: "AWS Bedrock Converse",
 }
 
 _COMPOSITE: Final = re.compile(r"[|\s]")
@@ -212,6 +213,24 @@ HISTORIES: Final[dict[Api, History]] = {
             DUPLICATE: "{block}: `tool_use` ids must be unique",
             COMPOSITE: "{member}: " + _PATTERN_TEXT,
         },
+    ),
+    # Bedrock answers a broken pairing with a ValidationException (TOOL_USE_RESULT_MISMATCH
+    # in its model errors); its exact words are not known here: every text is toolid's.
+    Api.CONVERSE: History(
+        "converse",
+        results=frozenset({("call", "toolUseId")}),
+        calls=frozenset({("call", "toolUseId")}),
+        closes=frozenset({"assistant"}),
+        texts={
+            ORPHAN: "a toolResult block answers toolUseId {id}, which no toolUse block of the "
+            "previous turn has (ValidationException)",
+            MISSING: "the toolUse block {id} has no toolResult block in the next message "
+            "(ValidationException)",
+            EMPTY: "toolUseId must be 1 to 64 characters of [a-zA-Z0-9_.:-]",
+            DUPLICATE: "two toolUse blocks carry one toolUseId {id}",
+            COMPOSITE: "toolUseId must be 1 to 64 characters of [a-zA-Z0-9_.:-]",
+        },
+        guesses=frozenset(CODES),
     ),
 }
 
