@@ -28,12 +28,12 @@ import logging
 import re
 from typing import Final
 
-from toolid import body, decompress, eventstream
-from toolid.body import Change, Policy, RewriteError
+from toolid import body, eventstream
+from toolid.body import Policy, RewriteError
 from toolid.eventstream import FrameError, FrameSplitter
 from toolid.occurrence import CallIds
 from toolid.positions import Api, Doc
-from toolid.stream import DEFAULT_MAX_EVENT_BYTES
+from toolid.stream import DEFAULT_MAX_EVENT_BYTES, PieceRewriter
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ _EVENT_TYPE: Final = b":event-type"
 _CHUNK: Final = "chunk"
 
 
-class EventStreamRewriter:
+class EventStreamRewriter(PieceRewriter):
     """Rewrite the tool-call ids of one ``application/vnd.amazon.eventstream`` body."""
 
     def __init__(
@@ -60,56 +60,28 @@ class EventStreamRewriter:
         None to recognise each event by its shape) for InvokeModelWithResponseStream.
 
         Raises ValueError for a content-encoding it cannot decode."""
-        self.api = api
+        super().__init__(api, policy, content_encoding, calls)
         self._inner = None if api is Api.CONVERSE else api  # the API inside chunk frames
-        self.policy = policy
-        self.calls = calls or CallIds(policy.profile)
         self.max_event_bytes = max_event_bytes
-        self.changes: list[Change] = []
-        self.problems: list[str] = []
         self._converse_markers = body.id_markers(Api.CONVERSE, Doc.EVENT)
-        self._decoder = decompress.for_encoding(content_encoding)
         self._splitter = FrameSplitter()
-        self._passthrough = False
 
     @property
     def held(self) -> int:
         """How many bytes are held back now (the start of an incomplete frame)."""
         return len(self._splitter)
 
-    @property
-    def decodes(self) -> bool:
-        """Whether the output is decompressed (the caller must drop Content-Encoding)."""
-        return self._decoder is not None
+    def _take_held(self) -> bytes:
+        return self._splitter.take_tail()
 
-    def feed(self, data: bytes) -> bytes:
-        """Take the next piece of the body; return the bytes that can be forwarded now."""
-        if self._passthrough:
-            return data
-        try:
-            if self._decoder is not None:
-                data = self._decoder.decompress(data)
-        except Exception as exc:
-            held = self._give_up(f"cannot decompress the stream ({exc}); rest passed as is")
-            return held + data
-        return self._split(data)
-
-    def finish(self) -> bytes:
-        """The body has ended: return everything still held (an incomplete frame as is)."""
-        if self._passthrough:
-            return b""
-        out = b""
-        if self._decoder is not None:
-            try:
-                out = self._split(self._decoder.flush())
-            except Exception as exc:
-                self.problems.append(f"compressed stream is corrupt at its end ({exc})")
-        if self._passthrough:
-            return out
+    def _tail(self) -> bytes:
         tail = self._splitter.take_tail()
         if tail:
             self.problems.append("the stream ended inside an eventstream frame (passed as is)")
-        return out + tail
+        return tail
+
+    def _frame(self, data: bytes) -> bytes:
+        return self._split(data)
 
     def _split(self, data: bytes) -> bytes:
         splitter = self._splitter
@@ -117,7 +89,7 @@ class EventStreamRewriter:
         out: list[bytes] = []
         for index, frame in enumerate(frames):
             try:
-                out.append(self._frame(frame))
+                out.append(self._one_frame(frame))
             except Exception as exc:
                 logger.debug("toolid eventstream rewriter failed", exc_info=True)
                 held = self._give_up(f"unexpected error ({exc!r})")
@@ -133,7 +105,7 @@ class EventStreamRewriter:
             )
         return b"".join(out)
 
-    def _frame(self, frame: bytes) -> bytes:
+    def _one_frame(self, frame: bytes) -> bytes:
         """One checked frame: rewritten, or as it came."""
         if len(frame) > self.max_event_bytes:
             self.problems.append(
@@ -193,9 +165,3 @@ class EventStreamRewriter:
         if not plan.edits:
             return document
         return body.apply(document, plan.edits)
-
-    def _give_up(self, problem: str) -> bytes:
-        """Switch to pass-through; return the held bytes, which come before any later input."""
-        self.problems.append(problem)
-        self._passthrough = True
-        return self._splitter.take_tail()

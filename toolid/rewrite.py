@@ -27,7 +27,7 @@ from toolid.eventstream_rewrite import EventStreamRewriter
 from toolid.occurrence import NOTHING_TAKEN, CallIds, Taken
 from toolid.positions import Api, Doc
 from toolid.rules import NO_RULES, RULE_SETS, RuleSet
-from toolid.stream import DEFAULT_MAX_EVENT_BYTES, StreamRewriter
+from toolid.stream import DEFAULT_MAX_EVENT_BYTES, PieceRewriter, StreamRewriter
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +149,7 @@ class ResponseStream:
     ) -> None:
         """Raises ValueError for a content-encoding it cannot decode."""
         rewriter = EventStreamRewriter if framing == "eventstream" else StreamRewriter
-        self._rewriter: StreamRewriter | EventStreamRewriter = rewriter(
+        self._rewriter: PieceRewriter = rewriter(
             _api(api, path),
             _policy(Direction.ENCODE, profile),
             content_encoding=content_encoding,

@@ -33,40 +33,29 @@ _BOUNDARY_CONTEXT = 3  # bytes kept back while skipping an oversized event
 logger = logging.getLogger(__name__)
 
 
-class StreamRewriter:
-    """Rewrite the tool-call ids of one SSE response body."""
+class PieceRewriter:
+    """What every rewriter of a streamed body shares, whatever its framing: the decompressor in
+    front of it (when a server compresses anyway), the changes and problems it reports, and
+    pass-through once anything unexpected happens. A framing says how to frame and rewrite
+    decompressed bytes (``_frame``), what it holds (``held``, ``_take_held``) and what is left
+    at the end (``_tail``)."""
 
     def __init__(
-        self,
-        api: Api | None,
-        policy: Policy,
-        *,
-        content_encoding: str = "",
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-        calls: CallIds | None = None,
+        self, api: Api | None, policy: Policy, content_encoding: str, calls: CallIds | None
     ) -> None:
-        """``calls``: the client ids of this response's tool calls, given once per call
-        across all its events (with the ids its request takes; see ``toolid.occurrence``).
-
-        Raises ValueError for a content-encoding it cannot decode."""
-        self.api = api
-        self._markers = body.id_markers(api, Doc.EVENT)
+        """Raises ValueError for a content-encoding it cannot decode."""
+        self.api = api  # the API the stream is read as (None until recognised)
         self.policy = policy
-        self._encodes = policy.direction is Direction.ENCODE  # ids made safe, not restored
         self.calls = calls or CallIds(policy.profile)
-        self.max_event_bytes = max_event_bytes
         self.changes: list[Change] = []
         self.problems: list[str] = []
         self._decoder = decompress.for_encoding(content_encoding)
-        self._framer = EventFramer()
-        self._at_start = True
-        self._skipping = False  # inside an oversized event: forward as it comes
         self._passthrough = False  # after something unexpected: forward everything as is
 
     @property
     def held(self) -> int:
-        """How many bytes are held back now (the start of an incomplete event)."""
-        return len(self._framer)
+        """How many bytes are held back now (the start of an incomplete event or frame)."""
+        raise NotImplementedError
 
     @property
     def decodes(self) -> bool:
@@ -95,7 +84,58 @@ class StreamRewriter:
                 out = self._frame(self._decoder.flush())
             except Exception as exc:
                 self.problems.append(f"compressed stream is corrupt at its end ({exc})")
-        return out + self._framer.take_tail()
+        return out if self._passthrough else out + self._tail()
+
+    def _frame(self, data: bytes) -> bytes:
+        """Frame and rewrite the next decompressed bytes; return what goes out now."""
+        raise NotImplementedError
+
+    def _take_held(self) -> bytes:
+        """Remove and return the held bytes."""
+        raise NotImplementedError
+
+    def _tail(self) -> bytes:
+        """What is held when the body ends (forwarded as it is)."""
+        return self._take_held()
+
+    def _give_up(self, problem: str) -> bytes:
+        """Switch to pass-through; return the held bytes, which come before any later input."""
+        self.problems.append(problem)
+        self._passthrough = True
+        return self._take_held()
+
+
+class StreamRewriter(PieceRewriter):
+    """Rewrite the tool-call ids of one SSE response body."""
+
+    def __init__(
+        self,
+        api: Api | None,
+        policy: Policy,
+        *,
+        content_encoding: str = "",
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        calls: CallIds | None = None,
+    ) -> None:
+        """``calls``: the client ids of this response's tool calls, given once per call
+        across all its events (with the ids its request takes; see ``toolid.occurrence``).
+
+        Raises ValueError for a content-encoding it cannot decode."""
+        super().__init__(api, policy, content_encoding, calls)
+        self._markers = body.id_markers(api, Doc.EVENT)
+        self._encodes = policy.direction is Direction.ENCODE  # ids made safe, not restored
+        self.max_event_bytes = max_event_bytes
+        self._framer = EventFramer()
+        self._at_start = True
+        self._skipping = False  # inside an oversized event: forward as it comes
+
+    @property
+    def held(self) -> int:
+        """How many bytes are held back now (the start of an incomplete event)."""
+        return len(self._framer)
+
+    def _take_held(self) -> bytes:
+        return self._framer.take_tail()
 
     def _frame(self, data: bytes) -> bytes:
         if (
@@ -267,12 +307,6 @@ class StreamRewriter:
         self.problems.append(
             f"an event larger than {self.max_event_bytes} bytes was forwarded unchanged"
         )
-
-    def _give_up(self, problem: str) -> bytes:
-        """Switch to pass-through; return the held bytes, which come before any later input."""
-        self.problems.append(problem)
-        self._passthrough = True
-        return self._framer.take_tail()
 
 
 _DATA: Final = b"data: "
