@@ -34,7 +34,7 @@ from toolid.apis import api_from_shape
 from toolid.decide import Member, Targets
 from toolid.edit import Edit, RewriteError, literal_of, splice
 from toolid.markers import Markers
-from toolid.positions import DEFINES, TYPE, Api, Call, Doc, Found, find_ids, positions
+from toolid.positions import TYPE, Api, Call, Doc, Found, find_ids, positions
 from toolid.sse import marked_events
 
 
@@ -45,10 +45,6 @@ class Located(NamedTuple):  # made for every document read: a tuple is quickest 
     document: Any  # parsed in full (None: the native parser read it, and each id's span)
     found: list[Found]
     surrogates: bool = True  # whether the bytes may hold raw surrogates (orjson read none)
-
-    def definitions(self) -> frozenset[str]:
-        """The ids at the document's definition positions."""
-        return frozenset(found.value for found in self.found if found.role is DEFINES)
 
     def edits(self, source: bytes, targets: Targets) -> tuple[Edit, ...]:
         """The edits that give every position in ``targets`` its new value, in ``source``

@@ -10,7 +10,7 @@ Several patterns may be given in one string, separated by commas. An assignment 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -41,26 +41,6 @@ def parse(values: Iterable[str]) -> tuple[HostPattern, ...]:
             if text := part.strip():
                 patterns.append(_parse_one(text))
     return tuple(patterns)
-
-
-def parse_assignments(
-    values: Iterable[str], names: Collection[str]
-) -> tuple[tuple[HostPattern, str], ...]:
-    """Parse ``PATTERN=NAME`` entries, NAME one of ``names``; raise ValueError naming the
-    first bad one."""
-    pairs: list[tuple[HostPattern, str]] = []
-    for value in values:
-        for part in value.split(","):
-            if not (text := part.strip()):
-                continue
-            host, equals, name = text.rpartition("=")
-            if not equals or name.strip() not in names:
-                raise ValueError(
-                    f"invalid entry {text!r}: expected HOST=NAME with NAME one of "
-                    f"{', '.join(sorted(names))}"
-                )
-            pairs.append((_parse_one(host.strip()), name.strip()))
-    return tuple(pairs)
 
 
 def first(pairs: Iterable[tuple[HostPattern, str]], host: str, port: int) -> str | None:
