@@ -16,6 +16,8 @@ run exactly as before.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -60,3 +62,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def long_run(request: pytest.FixtureRequest) -> bool:
     """Whether the suite runs with ``--long``."""
     return bool(request.config.getoption("--long"))
+
+
+@pytest.fixture(params=["native", "python"])
+def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run a test with toolid's accelerators as installed ("native": the native parser when it
+    is built, orjson when it is installed) and as pure standard-library Python ("python")."""
+    from tests.test_jsonparse import stdlib_only  # noqa: PLC0415 - a test module's helper
+
+    if request.param == "native":
+        yield request.param
+    else:
+        with stdlib_only():
+            yield request.param

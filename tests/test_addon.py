@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gzip
 import json
 import logging
@@ -27,9 +26,8 @@ from addons.toolid_addon import (
     ToolId,
     _describe,
 )
-from tests.test_jsonparse import stdlib_only
 from toolid import body as body_module
-from toolid import encode, native
+from toolid import encode
 from toolid import rewrite as rewrite_module
 from toolid.stream import StreamRewriter
 
@@ -489,22 +487,11 @@ def test_observe_mode_stream_passes_bytes_unchanged(addon):
     assert flow.response.headers["content-length"] == "1234"
 
 
-@pytest.fixture(params=["native", "python"])
-def either_path(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The stream function with the native accelerator (its parser) and without."""
-    if request.param == "native" and not native.accelerated():
-        pytest.skip("the native accelerator is not built")
-    with contextlib.ExitStack() as stack:
-        if request.param == "python":
-            stack.enter_context(stdlib_only())
-        yield request.param
-
-
 def _boom(*args: object, **kwargs: object) -> None:
     raise RuntimeError("kaputt")
 
 
-def test_stream_exception_falls_back_to_pass_through(addon, caplog, either_path, monkeypatch):
+def test_stream_exception_falls_back_to_pass_through(addon, caplog, backend, monkeypatch):
     toolid, _ = addon
     flow = sse_flow()
     toolid.responseheaders(flow)
@@ -515,7 +502,7 @@ def test_stream_exception_falls_back_to_pass_through(addon, caplog, either_path,
     assert "kaputt" in caplog.text
 
 
-def test_stream_exception_in_reporting_loses_no_byte(addon, caplog, either_path, monkeypatch):
+def test_stream_exception_in_reporting_loses_no_byte(addon, caplog, backend, monkeypatch):
     """Reporting fails on a piece past the stream's start: what the rewriter gave for it
     still goes out, and the failure is told."""
     toolid, _ = addon
@@ -618,7 +605,7 @@ def test_a_stream_records_its_changes_in_batches_and_at_its_end(addon):
     assert flow.marked
 
 
-def test_a_stream_lets_go_of_its_rewriter_at_its_end(addon, either_path, monkeypatch):
+def test_a_stream_lets_go_of_its_rewriter_at_its_end(addon, backend, monkeypatch):
     """mitmproxy's flows are freed by the cyclic garbage collector: at its end, the stream
     callable (held by the flow) drops its rewriter, so what that holds (the calls' ids, the
     buffers) goes at once, not with the flow."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ import botocore
 import pytest
 
 import toolid
-from tests.test_jsonparse import stdlib_only
 from toolid import body, encode
 from toolid.apis import api_from_path, api_from_shape
 from toolid.body import Direction, Policy
@@ -31,13 +29,8 @@ BEDROCK = RULE_SETS["bedrock"]
 MODEL = "/model/anthropic.claude-sonnet-4-5-20250929-v1:0"
 
 
-@pytest.fixture(autouse=True, params=["native", "python"])
-def walker(request: pytest.FixtureRequest) -> Iterator[None]:
-    if request.param == "native":
-        yield
-    else:
-        with stdlib_only():
-            yield
+# Every test here runs with the accelerators as installed and as pure Python.
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 def service_model() -> dict[str, Any]:

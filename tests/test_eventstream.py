@@ -9,7 +9,6 @@ import gzip
 import itertools
 import json
 import struct
-from collections.abc import Iterator
 
 import pytest
 from botocore.eventstream import EventStreamBuffer
@@ -18,7 +17,6 @@ from hypothesis import strategies as st
 
 import toolid
 from tests import eventstreams, streams
-from tests.test_jsonparse import stdlib_only
 from toolid import encode, eventstream
 from toolid.body import Direction, Policy
 from toolid.eventstream import FrameSplitter, frame, headers_of, payload_of, replace_payload
@@ -32,13 +30,8 @@ ENCODE = Policy(Direction.ENCODE, "safe")
 EMPTY = bytes.fromhex("00000010 00000000 05c248eb 7d98c8ff")
 
 
-@pytest.fixture(autouse=True, params=["native", "python"])
-def walker(request: pytest.FixtureRequest) -> Iterator[None]:
-    if request.param == "native":
-        yield
-    else:
-        with stdlib_only():
-            yield
+# Every test here runs with the accelerators as installed and as pure Python.
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 def split_feed(splitter: FrameSplitter, pieces: list[bytes]) -> list[bytes]:

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.test_jsonparse import stdlib_only
 from toolid.positions import (
     ID_KEYS,
     TABLE,
@@ -29,14 +27,8 @@ from toolid.positions import (
 LOOK = "functions.get_weather:0"
 
 
-@pytest.fixture(autouse=True, params=["native", "python"])
-def walker(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Every test here runs with the native walker (when built) and with the generated one."""
-    if request.param == "native":
-        yield
-    else:
-        with stdlib_only():
-            yield
+# Every test here runs with the accelerators as installed and as pure Python.
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 def found(document: Any, api: Api, doc: Doc) -> list[tuple[str, str]]:
