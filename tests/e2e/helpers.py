@@ -13,11 +13,15 @@ the tool results back and gets the final answer):
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -832,3 +836,43 @@ async def async_wire_loop(
     result.turn2_body = data
     result.final_text = _final_text(api, stream, data)
     return result
+
+
+@dataclass
+class Headless:
+    """One run of an agent's command line: its exit code (None: killed at the timeout), how
+    long it took, the JSON lines it printed, and its stderr."""
+
+    returncode: int | None
+    seconds: float
+    events: list[Any]
+    stderr: str
+
+
+def run_headless(cmd: list[str], work: Path, env: dict[str, str], timeout: float) -> Headless:
+    """Run an agent headless in ``work`` (stdin from /dev/null, in its own process group, so
+    that a kill at ``timeout`` reaches its children too); its stdout read as JSON lines."""
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        cmd,
+        cwd=work,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        returncode: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=10)
+        returncode = None
+    events = []
+    for line in out.decode("utf-8", "replace").splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+    return Headless(returncode, time.monotonic() - started, events, err.decode("utf-8", "replace"))

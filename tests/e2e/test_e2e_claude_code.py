@@ -13,11 +13,7 @@ the cache of ``cache.py``; later runs reuse it.
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +23,7 @@ import pytest
 
 from .cache import npm_bin
 from .conftest import MitmdumpPool
-from .helpers import request_id_positions
+from .helpers import request_id_positions, run_headless
 from .reuse_upstream import CAP_MESSAGE, FINAL_TEXT, ReuseUpstream, count_tool_results
 
 pytestmark = pytest.mark.e2e
@@ -100,30 +96,8 @@ def run_claude(claude: Path, base_url: str, tmp_path: Path) -> Run:
         "--allowedTools",
         "Glob Bash",
     ]
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        cmd,
-        cwd=work,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,  # its own process group: a kill reaches its children too
-    )
-    try:
-        out, err = proc.communicate(timeout=RUN_TIMEOUT)
-        returncode: int | None = proc.returncode
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate(timeout=10)
-        returncode = None
-    events = []
-    for line in out.decode("utf-8", "replace").splitlines():
-        try:
-            events.append(json.loads(line))
-        except ValueError:
-            continue
-    return Run(returncode, time.monotonic() - started, events, err.decode("utf-8", "replace"))
+    ran = run_headless(cmd, work, env, RUN_TIMEOUT)
+    return Run(ran.returncode, ran.seconds, ran.events, ran.stderr)
 
 
 def test_without_toolid_claude_code_loops(claude: Path, tmp_path: Path) -> None:

@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +29,7 @@ from toolid import codec
 
 from .cache import npm_bin
 from .conftest import MitmdumpPool, free_port
+from .helpers import run_headless
 from .responses_ws import FINAL_TEXT, ResponsesWsUpstream
 from .reuse_upstream import ReuseUpstream
 
@@ -143,37 +141,14 @@ def run_codex(
         str(work),
         PROMPT,
     ]
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        cmd,
-        cwd=work,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,  # its own process group: a kill reaches its children too
-    )
-    try:
-        out, err = proc.communicate(timeout=RUN_TIMEOUT)
-        returncode: int | None = proc.returncode
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate(timeout=10)
-        returncode = None
-    events = []
-    for line in out.decode("utf-8", "replace").splitlines():
-        try:
-            events.append(json.loads(line))
-        except ValueError:
-            continue
+    ran = run_headless(cmd, work, env, RUN_TIMEOUT)
     rollout = []
     for path in sorted((codex_home / "sessions").rglob("*.jsonl")):
         for line in path.read_text().splitlines():
             entry = json.loads(line)
             if entry.get("type") == "response_item":
                 rollout.append(entry["payload"])
-    seconds = time.monotonic() - started
-    return Run(returncode, seconds, events, err.decode("utf-8", "replace"), rollout)
+    return Run(ran.returncode, ran.seconds, ran.events, ran.stderr, rollout)
 
 
 def sent_call_ids(up: ResponsesWsUpstream, before: int) -> list[str]:
