@@ -54,6 +54,7 @@ from toolid import (
     rules,
     scope,
     signing,
+    streamed_route,
     trace,
 )
 
@@ -301,9 +302,9 @@ class ToolId:
         if response is None or not flow.live or not self._in_scope(flow):
             return
         if _signed(flow):
-            self._pass_signed_stream(response)
+            self._pass_signed_stream(flow, response)
             return
-        framing = framing_of(response.headers.get("content-type", ""))
+        framing = framing_of(response.headers.get("content-type", ""), flow.request.path)
         if framing is None:
             return
         try:
@@ -458,7 +459,11 @@ class ToolId:
         self._apply(flow, request, "request", result, why)
         self._comment(flow)  # a response's comment is written once, by _finish
         self._check_pairing(flow, content, result.api)
-        if not self.observe and api_from_path(request.path) and result.asks_to_stream():
+        if (
+            not self.observe
+            and api_from_path(request.path)
+            and (result.asks_to_stream() or streamed_route(request.path))
+        ):
             request.headers["accept-encoding"] = "identity"
         if result.api is not None:
             self._record(flow)["api"] = result.api.value
@@ -614,10 +619,10 @@ class ToolId:
         return True
 
     @staticmethod
-    def _pass_signed_stream(response: http.Response) -> None:
+    def _pass_signed_stream(flow: http.HTTPFlow, response: http.Response) -> None:
         """A signed flow's event stream is streamed as it comes (buffered, it would reach the
         agent only at its end), never rewritten."""
-        if framing_of(response.headers.get("content-type", "")) is not None:
+        if framing_of(response.headers.get("content-type", ""), flow.request.path) is not None:
             response.stream = True
 
     # --- scope and bookkeeping ---------------------------------------------------------------

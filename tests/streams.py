@@ -1,4 +1,4 @@
-"""Recorded-style Server-Sent-Events bodies for the three streaming APIs, as test fixtures.
+"""Recorded-style Server-Sent-Events bodies for the streaming APIs, as test fixtures.
 
 Each stream is a list of *event dicts* (so a test can alter one before rendering) that
 ``render`` turns into bytes exactly as a server would write them. An event dict may hold:
@@ -10,7 +10,8 @@ Each stream is a list of *event dicts* (so a test can alter one before rendering
 - ``"trailing"``: whitespace written after each ``data:`` line's value (Anthropic does this).
 
 The shapes follow the official API references and real captures (OpenAI Chat Completions
-chunks, OpenAI Responses typed events, Anthropic Messages typed events). The tool-call id
+chunks, OpenAI Responses typed events, Anthropic Messages typed events, Gemini
+GenerateContentResponse chunks; ``json_array`` writes Gemini's JSON-array stream). The tool-call id
 is a parameter: a builder called with the raw id gives what the upstream sends, the same
 builder called with ``encode(raw)`` gives what a client must receive through toolid.
 
@@ -404,6 +405,65 @@ def converse_events(tool_id: str) -> list[Event]:
     ]
 
 
+# The opaque thought signature Gemini 3 puts on a functionCall part (base64); the next request
+# must carry it back byte for byte, beside the call.
+THOUGHT_SIGNATURE: Final = "CiQBVKhc7pQzT2f3x4u+Yb0/9PqR1s2t3U4v5W6x7Y8z9ANB1y24LGh+/v8++18="
+GEMINI_MODEL: Final = "gemini-2.5-flash"
+GEMINI_RESPONSE_ID: Final = "jY3FaO6nL4KzvdIPxZ7B0Qg"
+
+
+def gemini_chunk(parts: list[Any], finish_reason: str | None = None) -> dict[str, Any]:
+    """One GenerateContentResponse chunk of ``streamGenerateContent`` (python-genai types.py:
+    candidates, usageMetadata, modelVersion, responseId): one candidate, index 0."""
+    candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "index": 0}
+    if finish_reason is not None:
+        candidate["finishReason"] = finish_reason
+    return {
+        "candidates": [candidate],
+        "usageMetadata": {
+            "promptTokenCount": 82,
+            "candidatesTokenCount": 31,
+            "totalTokenCount": 113,
+        },
+        "modelVersion": GEMINI_MODEL,
+        "responseId": GEMINI_RESPONSE_ID,
+    }
+
+
+def gemini_call(raw_id: str, name: str = "get_weather", **args: Any) -> dict[str, Any]:
+    """A functionCall part with its thought signature beside it, as Gemini 3 sends one."""
+    call = {"name": name, "args": args or {"location": "Paris"}, "id": raw_id}
+    return {"functionCall": call, "thoughtSignature": THOUGHT_SIGNATURE}
+
+
+def gemini_events(raw_id: str, *, second_id: str | None = None) -> list[Event]:
+    """A Gemini ``streamGenerateContent?alt=sse`` stream: text chunks, then each tool call in a
+    chunk of its own (a whole functionCall part, no index), a last chunk with the finish
+    reason. Parts are numbered from 0 in every chunk: only the order of the chunks tells the
+    calls apart."""
+    events: list[Event] = [
+        {"data": gemini_chunk([{"text": "Let me check "}])},
+        {"data": gemini_chunk([{"text": "the weather."}])},
+        {"data": gemini_chunk([gemini_call(raw_id)])},
+    ]
+    if second_id is not None:
+        events.append({"data": gemini_chunk([gemini_call(second_id, "get_time", tz="CET")])})
+    events.append({"data": gemini_chunk([{"text": ""}], finish_reason="STOP")})
+    return events
+
+
+def json_array(events: Sequence[Event], *, style: Style = "pretty", eol: str = CRLF) -> bytes:
+    """The events' data as Gemini writes ``streamGenerateContent`` without ``?alt=sse``: one
+    JSON array, an element per chunk, ``,`` and a line break between them."""
+    elements = [
+        dump_json(event["data"], style=style).encode("utf-8", "surrogatepass")
+        for event in events
+        if isinstance(event.get("data"), dict)
+    ]
+    separator = (eol + "," + eol).encode()
+    return b"[" + separator.join(elements) + b"]"
+
+
 # --- registry ----------------------------------------------------------------------------------
 
 
@@ -415,6 +475,8 @@ def events_for(api: Api, raw_id: str) -> list[Event]:
         return responses_events(raw_id)
     if api is Api.CONVERSE:
         return converse_events(raw_id)
+    if api is Api.GEMINI:
+        return gemini_events(raw_id)
     return messages_events(raw_id)
 
 
@@ -516,6 +578,14 @@ def tool_ids(api: Api, document: Any) -> Iterator[tuple[str, str]]:
             if item.get("type") == "function_call":
                 yield f"response.output[{k}].id", item["id"]
                 yield f"response.output[{k}].call_id", item["call_id"]
+    elif api is Api.GEMINI:
+        for c, candidate in enumerate(document.get("candidates") or []):
+            for p, part in enumerate((candidate.get("content") or {}).get("parts") or []):
+                if "id" in (part.get("functionCall") or {}):
+                    yield (
+                        f"candidates[{c}].content.parts[{p}].functionCall.id",
+                        part["functionCall"]["id"],
+                    )
     elif api is Api.CONVERSE:
         start = document.get("start")
         if isinstance(start, dict) and isinstance(start.get("toolUse"), dict):

@@ -1092,6 +1092,52 @@ class Builder:
             "start": {kind: {"toolUseId": self.at(f"start.{kind}.toolUseId"), "name": "f"}},
         }
 
+    def gemini_part(self, path: str, *, results: bool) -> dict[str, Any]:
+        """A Gemini Part: a union, its member naming the kind (a call's ``id`` optional)."""
+        kinds = ["functionCall", "text", "thought"] + (["functionResponse"] if results else [])
+        kind = self.draw(st.sampled_from(kinds))
+        look = self.draw(st.sampled_from(self.looks))
+        if kind == "functionCall":
+            call: dict[str, Any] = {"name": "f", "args": {"id": look, "x": self.fill()}}
+            if self.draw(st.booleans()) or not results:
+                call["id"] = self.at(f"{path}.functionCall.id")
+            return {"functionCall": call, "thoughtSignature": "c2lnbmF0dXJl"}
+        if kind == "functionResponse":
+            response = {"name": "f", "response": {"id": look, "output": self.fill()}}
+            return {"functionResponse": {"id": self.at(f"{path}.functionResponse.id"), **response}}
+        return {"text": self.text(), "thought": kind == "thought", "id": look}
+
+    def gemini_parts(self, path: str, *, results: bool = False) -> list[Any]:
+        parts = range(self.count(4))
+        return [self.gemini_part(f"{path}[{i}]", results=results) for i in parts]
+
+    def gemini(self, doc: Doc) -> dict[str, Any]:
+        """A Gemini document, bare or in Code Assist's envelope (``request`` / ``response``)."""
+        wrapped = self.draw(st.booleans())
+        envelope = ("request" if doc is Doc.REQUEST else "response") if wrapped else ""
+        at = f"{envelope}." if envelope else ""
+        inner: dict[str, Any]
+        if doc is Doc.REQUEST:
+            inner = {
+                "contents": [
+                    {"role": "user", "parts": [{"text": self.text()}]},
+                    {"role": "model", "parts": self.gemini_parts(f"{at}contents[1].parts")},
+                    {
+                        "role": "user",
+                        "parts": self.gemini_parts(f"{at}contents[2].parts", results=True),
+                    },
+                ]
+            }
+        else:
+            parts = self.gemini_parts(f"{at}candidates[0].content.parts")
+            inner = {
+                "candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}],
+                "modelVersion": "gemini-2.5-flash",
+            }
+        if not envelope:
+            return inner
+        return {"model": "gemini-2.5-flash", envelope: inner, "traceId": self.looks[0]}
+
     def document(self, api: Api, doc: Doc) -> dict[str, Any]:
         body: dict[str, Any]
         if api is Api.CHAT and doc is Doc.RESPONSE:
@@ -1176,6 +1222,8 @@ class Builder:
                 }
         elif api is Api.CONVERSE:
             body = self.converse(doc)
+        elif api is Api.GEMINI:
+            body = self.gemini(doc)
         elif doc is Doc.RESPONSE:
             body = {"id": self.looks[0], "type": "message", "content": self.blocks("content")}
         elif doc is Doc.REQUEST:
@@ -1284,7 +1332,7 @@ def test_property_encode(data: Any, api_doc: tuple[Api, Doc], profile: Any, know
     expected = json.loads(body)
     found = find_ids(expected, api, doc)
     assert sorted(f.path for f in found) == sorted(path for path, _ in builder.ids)
-    clients = client_ids(found, profile)  # occurrence tags for raw ids used twice
+    clients = client_ids(found, profile, api=api)  # occurrence tags for raw ids used twice
     changed = {}
     for f in found:
         client = clients[(id(f.holder), f.key)]

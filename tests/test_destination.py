@@ -185,8 +185,16 @@ def test_why_names_the_model_only_when_it_chose() -> None:
         (
             "us-central1-aiplatform.googleapis.com",
             "/v1/projects/p/locations/l/publishers/google/models/gemini-2.5-pro:generateContent",
+            "gemini",
+        ),
+        ("aiplatform.googleapis.com", "/v1/publishers/google/models/g:generateContent", "gemini"),
+        (
+            "us-central1-aiplatform.googleapis.com",
+            "/v1/projects/p/locations/l/publishers/mistralai/models/m:rawPredict",
             "safe",
         ),
+        ("generativelanguage.googleapis.com", "/v1beta/models/g:generateContent", "gemini"),
+        ("cloudcode-pa.googleapis.com", "/v1internal:streamGenerateContent", "gemini"),
         ("api.anthropic.com", MESSAGES, "anthropic"),
         ("bedrock-runtime.us-east-1.amazonaws.com", "/model/m/converse", "bedrock"),
     ],
@@ -213,7 +221,7 @@ def test_host_rules_with_a_path() -> None:
     ("parse", "entry", "message"),
     [
         (parse_model_rules, "devstral", "invalid entry 'devstral': expected PATTERN=NAME"),
-        (parse_model_rules, "dev=strictest", "NAME one of anthropic, bedrock, mistral"),
+        (parse_model_rules, "dev=strictest", "NAME one of anthropic, bedrock, gemini, mistral"),
         (parse_model_rules, "=mistral", "invalid model pattern ''"),
         (parse_model_rules, "my model=mistral", "invalid model pattern 'my model'"),
         (parse_host_rules, "localhost:8000", "invalid entry 'localhost:8000': expected HOST"),

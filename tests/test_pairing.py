@@ -101,11 +101,31 @@ def converse(turns: list[Turn], ask_after: bool = True) -> dict[str, Any]:
     return {"messages": history}
 
 
+def gemini(turns: list[Turn], ask_after: bool = True) -> dict[str, Any]:
+    """A Gemini request: each functionCall part of a model turn answered by a functionResponse
+    part of the user turn after it; Code Assist wraps it as ``request``."""
+    contents: list[dict[str, Any]] = []
+    for number, turn in enumerate(turns):
+        contents.append({"role": "user", "parts": [{"text": f"q{number}"}]})
+        parts: list[dict[str, Any]] = [{"text": "t"}]
+        parts += [{"functionCall": {"id": i, "name": "f", "args": {}}} for i in turn.calls]
+        contents.append({"role": "model", "parts": parts})
+        if turn.results:
+            results = [
+                {"functionResponse": {"id": i, "name": "f", "response": {}}} for i in turn.results
+            ]
+            contents.append({"role": "user", "parts": results})
+    if ask_after:
+        contents.append({"role": "model", "parts": [{"text": "done"}]})
+    return {"contents": contents}
+
+
 BUILDERS: dict[Api, Callable[..., dict[str, Any]]] = {
     CHAT: chat,
     MESSAGES: messages,
     RESPONSES: responses,
     Api.CONVERSE: converse,
+    Api.GEMINI: gemini,
 }
 
 

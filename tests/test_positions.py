@@ -137,6 +137,12 @@ def test_keys_and_markers() -> None:
         ("id", "content"),
         ("tool_use_id", "content"),
     }
+    assert _keys_and_markers(Api.GEMINI, Doc.REQUEST) == {
+        ("id", "functionCall"),
+        ("id", "functionResponse"),
+    }
+    for doc in (Doc.RESPONSE, Doc.EVENT):
+        assert _keys_and_markers(Api.GEMINI, doc) == {("id", "functionCall")}
 
 
 def test_markers_are_spelled_in_every_document_with_an_id() -> None:

@@ -103,6 +103,8 @@ class Case:
             return streams.responses_events(ids(self.raw), item_id=ids(self.item))
         if self.api is Api.CONVERSE:
             return streams.converse_events(ids(self.raw))
+        if self.api is Api.GEMINI:
+            return streams.gemini_events(ids(self.raw), second_id=ids(self.second))
         return streams.messages_events(ids(self.raw))
 
     def render_events(
@@ -191,7 +193,8 @@ def test_client_ids_in_every_event_that_carries_one(case: Case) -> None:
             assert new.data == old.data
     # One raw id, one client id, everywhere it occurs.
     assert all(clients == {encode(raw)} for raw, clients in seen.items())
-    assert carrying == {Api.CHAT: 2, Api.RESPONSES: 8, Api.MESSAGES: 1, Api.CONVERSE: 1}[case.api]
+    carries = {Api.CHAT: 2, Api.RESPONSES: 8, Api.MESSAGES: 1, Api.CONVERSE: 1, Api.GEMINI: 2}
+    assert carrying == carries[case.api]
     encoded = [raw for raw in seen if encode(raw) != raw]
     assert {c.raw for c in rewriter.changes} == set(encoded)
     assert all(c.client == encode(c.raw) and c.action == "encoded" for c in rewriter.changes)
@@ -212,10 +215,10 @@ def test_each_event_goes_out_when_complete_and_unrelated_ones_byte_for_byte(
         if want != event:
             changed += 1
     assert rewriter.finish() == b""
-    if raw in streams.CONFORMING_IDS:  # only the second call's id and the odd item id
-        assert changed == {Api.CHAT: 1, Api.RESPONSES: 8, Api.MESSAGES: 0, Api.CONVERSE: 0}[api]
-    else:
-        assert changed == {Api.CHAT: 2, Api.RESPONSES: 8, Api.MESSAGES: 1, Api.CONVERSE: 1}[api]
+    # A conforming raw id: only the second call's id and the odd item id change.
+    seconds = {Api.CHAT: 1, Api.RESPONSES: 8, Api.MESSAGES: 0, Api.CONVERSE: 0, Api.GEMINI: 1}
+    every = {Api.CHAT: 2, Api.RESPONSES: 8, Api.MESSAGES: 1, Api.CONVERSE: 1, Api.GEMINI: 2}
+    assert changed == (seconds if raw in streams.CONFORMING_IDS else every)[api]
 
 
 @pytest.mark.parametrize("raw", [KIMI, "", "tid1_x", "call_AbC123xyz"])

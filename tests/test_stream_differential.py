@@ -7,7 +7,8 @@ Corpora: the recorded streams (tests/data/*.sse) in every line ending; the fixtu
 streams of tests/streams.py as hypothesis cases (tests/test_stream.py ``cases``); those
 streams mutated as tests/fuzz mutates them; arbitrary byte soups; long streams of many
 events with blank-line runs of any length and mixed line endings; events whose JSON is
-spelled by tests/fuzz/strategies.py ``chaos``. Each under random splits, fixed piece sizes
+spelled by tests/fuzz/strategies.py ``chaos``; Gemini's JSON-array streams, with
+``JsonArrayRewriter``. Each under random splits, fixed piece sizes
 and single bytes, encoding (with and without occurrence tags from a request's history)
 and decoding, at the default and at tiny ``max_event_bytes``, compressed and not.
 """
@@ -42,15 +43,15 @@ from tests.test_stream import (
 )
 from toolid import body, codec, locate
 from toolid.body import Direction, Policy
+from toolid.jsonarray_rewrite import JsonArrayRewriter
 from toolid.markers import Markers
 from toolid.occurrence import CallIds, Taken
 from toolid.positions import Api, Doc
 from toolid.sse import EventFramer
-from toolid.stream import DEFAULT_MAX_EVENT_BYTES, StreamRewriter
+from toolid.stream import DEFAULT_MAX_EVENT_BYTES, PieceRewriter, StreamRewriter
 
 DATA = Path(__file__).parent / "data"
 RECORDED = {path.name: path.read_bytes() for path in sorted(DATA.glob("*.sse"))}
-API_OF_FILE = {"chat": Api.CHAT, "responses": Api.RESPONSES, "messages": Api.MESSAGES}
 ENCODE_CALL = Policy(Direction.ENCODE, "call")
 CUTS = st.lists(st.integers(min_value=0), max_size=30)
 EOLS = [streams.LF, streams.CRLF, streams.CR]
@@ -79,10 +80,12 @@ class Setup:
         )
 
 
-def assert_same(pieces: list[bytes], setup: Setup) -> StreamRewriter:
-    """Feed ``pieces`` to the rewriter with its accelerators (when built) and as pure
-    Python; everything observable must be equal."""
-    new, slow = setup.build(StreamRewriter), setup.build(StreamRewriter)
+def assert_same[R: PieceRewriter](
+    pieces: list[bytes], setup: Setup, cls: Callable[..., R] = StreamRewriter
+) -> R:
+    """Feed ``pieces`` to the rewriter (of an SSE stream; ``cls``: of another framing) with
+    its accelerators (when built) and as pure Python; everything observable must be equal."""
+    new, slow = setup.build(cls), setup.build(cls)
     for index, piece in enumerate(pieces):
         expected = new.feed(piece)
         with stdlib_only():
@@ -188,7 +191,7 @@ def test_feed_marked_frames_exactly_as_feed(data: bytes, cuts: list[int], marker
 
 def recorded_variants() -> Iterator[tuple[str, Api, bytes]]:
     for name, data in RECORDED.items():
-        api = API_OF_FILE[name.split("_")[0]]
+        api = Api(name.split("_")[0])
         lf = data.replace(b"\r\n", b"\n")
         for eol in EOLS:
             yield f"{name}-{eol!r}", api, lf.replace(b"\n", eol.encode())
@@ -208,6 +211,29 @@ def test_recorded_streams_every_cut_and_piece_size(name: str, api: Api, data: by
             assert_same([data[:cut], data[cut:]], setup)
         for size in range(1, 17):
             assert_same(chunks(data, size), setup)
+
+
+# --- the JSON-array stream (Gemini without ?alt=sse) --------------------------------------------
+
+
+@fuzz(ci=60, long=1500)
+@given(
+    data=st.data(),
+    raws=st.lists(RAW_ID, min_size=2, max_size=2),
+    style=st.sampled_from(["compact", "spaced", "pretty"]),
+    cuts=CUTS,
+    size=SIZES,
+)
+def test_json_array_streams(
+    data: st.DataObject, raws: list[str], style: streams.Style, cuts: list[int], size: int
+) -> None:
+    raw, second = raws
+    events = streams.gemini_events(raw, second_id=second)
+    events += [{"data": {"response": event["data"]}} for event in events]  # Code Assist's
+    source = streams.json_array(events, style=style)
+    setup = data.draw(setups(data.draw(st.sampled_from([Api.GEMINI, None])), raws))
+    for pieces in splits(source, cuts, size):
+        assert_same(pieces, setup, JsonArrayRewriter)
 
 
 # --- the rewriter: fixture, mutated, arbitrary, long and chaotic streams ----------------------

@@ -10,14 +10,14 @@ bytes back with what changed.
 - ``check_pairing``: the pairing problems of a request's history (a result whose call is
   gone, a call without its result, ...), with the texts strict APIs answer them with;
 - ``encode`` / ``decode``: wire format v1 for one id (docs/wire-format.md);
-- ``Taken``, ``Rewritten``, ``Change``, ``RULE_SETS``, ``api_from_path``: what those take
-  and give.
+- ``Taken``, ``Rewritten``, ``Change``, ``RULE_SETS``, ``api_from_path``,
+  ``streamed_route``: what those take and give.
 
 Modules the mitmproxy addon reads for its glue: ``scope`` (host patterns), ``report``
 (records and summaries), ``annotate`` (the contentview), ``trace`` (ids in captured flows).
 """
 
-from toolid.apis import api_from_path
+from toolid.apis import api_from_path, streamed_route
 from toolid.codec import PROFILES, Profile, decode, encode, passes
 from toolid.decide import Change
 from toolid.occurrence import Taken
@@ -57,6 +57,7 @@ __all__ = [
     "passes",
     "rewrite_request",
     "rewrite_response",
+    "streamed_route",
     "taken_ids",
 ]
 __version__ = "0.1.0"

@@ -6,10 +6,11 @@ Shared by the mitmproxy contentview, the ``toolid.trace`` command and ``toolid i
   or guessed from the body's shape), or, with ``deep=True`` and no API, wherever some
   element of some API sits anywhere in the document (a transcript line, a saved
   conversation). Even the deep scan reads only the table: each object is tried as a Chat
-  message, a Responses item and an Anthropic content block.
+  message, a Responses item, an Anthropic content block and a Gemini Content.
 - ``annotate`` pretty-prints the body with each id annotated (``# ⟵ raw ...`` beside an
   encoded id, ``# ⚠ not [A-Za-z0-9_-]+`` beside a non-conforming one); an event stream
-  is shown event by event.
+  is shown event by event, a response that is a JSON array (Gemini's JSON-array stream)
+  element by element.
 
 Annotations are YAML-style ``#`` comments, so the text still highlights as JSON/YAML.
 """
@@ -37,6 +38,7 @@ API_NAMES: Final[dict[Api, str]] = {
     Api.RESPONSES: "OpenAI Responses",
     Api.MESSAGES: "Anthropic Messages",
     Api.CONVERSE: "AWS Bedrock Converse",
+    Api.GEMINI: "Google Gemini",
 }
 
 _BOM: Final = b"\xef\xbb\xbf"
@@ -156,6 +158,8 @@ def sightings(
         ok, document = _load(data)
         if not ok:
             return []
+        if side == "response" and isinstance(document, list):
+            return _array_stream_ids(document, api, deep)
         doc = Doc.REQUEST if side == "request" else Doc.RESPONSE
         return _document_ids(document, doc if side else None, api, deep)
     if kind == "sse":
@@ -173,6 +177,27 @@ def sightings(
             )
         return found
     return []
+
+
+def _array_stream_ids(elements: list[Any], api: Api | None, deep: bool) -> list[Sighting]:
+    """The ids of a response that is a JSON array written element by element (Gemini's
+    ``:streamGenerateContent`` without ``?alt=sse``): each element one streamed event,
+    numbered from 1 as SSE events are."""
+    found: list[Sighting] = []
+    for number, element in enumerate(elements, 1):
+        ids = _document_ids(element, Doc.EVENT, api, deep)
+        found.extend(replace(sighting, event=number) for sighting in ids)
+    return found
+
+
+def element_stream(document: Any) -> bool:
+    """Whether ``document`` is a JSON array of streamed events of known APIs (a JSON-array
+    stream, as Gemini writes one), not a saved conversation."""
+    return (
+        isinstance(document, list)
+        and bool(document)
+        and all(api_from_shape(element, Doc.EVENT) is not None for element in document)
+    )
 
 
 def message_sightings(
@@ -202,6 +227,7 @@ _ELEMENTS: Final[tuple[tuple[str, Api, Doc], ...]] = (
     ("messages", Api.CHAT, Doc.REQUEST),  # a chat message or a streamed delta
     ("input", Api.RESPONSES, Doc.REQUEST),  # a Responses item
     ("content", Api.MESSAGES, Doc.RESPONSE),  # an Anthropic content block
+    ("contents", Api.GEMINI, Doc.REQUEST),  # a Gemini Content (a turn, or a candidate's)
 )
 _CHAT_MEMBERS: Final = frozenset({"tool_calls", "tool_call_id"})
 _BLOCK_MEMBERS: Final = frozenset({"type", "tool_use_id", "caller"})
@@ -241,6 +267,8 @@ def _element_ids(node: dict[str, Any], path: str, found: dict[str, Sighting]) ->
         if api is Api.RESPONSES and not isinstance(kind, str):
             continue
         if api is Api.MESSAGES and not _BLOCK_MEMBERS.intersection(node):
+            continue
+        if api is Api.GEMINI and "parts" not in node:
             continue
         for hit in find_ids({member: [node]}, api, doc):
             relative = hit.path[len(member) + 3 :]  # drop "member[0]"
@@ -336,6 +364,8 @@ def _annotate_json(
     data: bytes, side: Side, api: Api | None, profile: codec.Profile, marks: Mapping[str, str]
 ) -> str:
     document = json.loads(data)
+    if side == "response" and isinstance(document, list):
+        return _annotate_array(document, api, profile)
     doc = Doc.REQUEST if side == "request" else Doc.RESPONSE
     api = api or api_from_shape(document, doc)
     found = list(find_ids(document, api, doc)) if api else []
@@ -361,12 +391,33 @@ def _annotate_stream(data: bytes, api: Api | None, profile: codec.Profile) -> st
         if not ok:
             body.extend(event.text.split("\n"))
             continue
-        api = api or api_from_shape(document, Doc.EVENT)
-        found = list(find_ids(document, api, Doc.EVENT)) if api else []
-        every.extend(found)
-        _pretty(document, _notes(found, profile), 0, body, "")
+        api = _annotate_event(document, api, profile, body, every)
     count = f"{len(events)} event{'s' if len(events) != 1 else ''}"
     return "\n".join([_header(api, "event stream", every, count), *body])
+
+
+def _annotate_array(elements: list[Any], api: Api | None, profile: codec.Profile) -> str:
+    """A JSON array written element by element (Gemini's ``:streamGenerateContent`` without
+    ``?alt=sse``), shown element by element, each read as one streamed event."""
+    body: list[str] = []
+    every: list[Found] = []
+    for number, element in enumerate(elements, 1):
+        body.append(f"# element {number}")
+        api = _annotate_event(element, api, profile, body, every)
+    count = f"{len(elements)} element{'s' if len(elements) != 1 else ''}"
+    return "\n".join([_header(api, "JSON-array stream", every, count), *body])
+
+
+def _annotate_event(
+    document: Any, api: Api | None, profile: codec.Profile, body: list[str], every: list[Found]
+) -> Api | None:
+    """One streamed event's lines added to ``body``, its ids to ``every``; the stream's API
+    (``api``, else the one the event's shape tells)."""
+    api = api or api_from_shape(document, Doc.EVENT)
+    found = list(find_ids(document, api, Doc.EVENT)) if api else []
+    every.extend(found)
+    _pretty(document, _notes(found, profile), 0, body, "")
+    return api
 
 
 def _header(api: Api | None, what: str, found: list[Found], *extra: str) -> str:

@@ -8,6 +8,10 @@ from typing import Any, Final
 
 from toolid.positions import Api, Doc
 
+_GEMINI_ROUTE: Final = re.compile(
+    r"(?:/(?:models|tunedModels|endpoints)/[^/]+|/v1internal)"
+    r":(?P<method>generateContent|streamGenerateContent|countTokens)$"
+)
 # (path pattern, API, path pattern that vetoes it). Searched at the end of the path, so any
 # prefix works: /api/v1/chat/completions, /anthropic/v1/messages, /openai/deployments/x/...
 _PATH_RULES: Final[tuple[tuple[re.Pattern[str], Api, re.Pattern[str] | None], ...]] = (
@@ -34,6 +38,11 @@ _PATH_RULES: Final[tuple[tuple[re.Pattern[str], Api, re.Pattern[str] | None], ..
         Api.MESSAGES,
         None,
     ),
+    # Gemini (python-genai models.py: '{model}:generateContent',
+    # '{model}:streamGenerateContent?alt=sse', '{model}:countTokens'): the Gemini API's
+    # /v1beta/models/M and /v1beta/tunedModels/M, Vertex AI's .../publishers/google/models/M
+    # and .../endpoints/E; Code Assist's /v1internal:method (gemini-cli code_assist/server.ts).
+    (_GEMINI_ROUTE, Api.GEMINI, None),
 )
 _CONVERSE_BLOCKS: Final = frozenset({"toolUse", "toolResult"})
 
@@ -58,6 +67,14 @@ def _api_of_route(path: str) -> Api | None:
     return None
 
 
+def streamed_route(path: str) -> bool:
+    """Whether a request path (query string allowed) asks for a streamed answer by its route
+    alone, as Gemini's ``:streamGenerateContent`` does (SSE with ``?alt=sse``, else a JSON
+    array written element by element), whatever the body says."""
+    match = _GEMINI_ROUTE.search(path.split("?", 1)[0])
+    return match is not None and match["method"] == "streamGenerateContent"
+
+
 def api_from_shape(document: Any, doc: Doc) -> Api | None:
     """Guess the API from a parsed body or event whose path said nothing."""
     if not isinstance(document, dict):
@@ -68,6 +85,8 @@ def api_from_shape(document: Any, doc: Doc) -> Api | None:
         messages = document.get("messages")
         if isinstance(messages, list):
             return _api_of_messages(messages)
+        if _holds_list(document, "contents"):  # Gemini, bare or wrapped by Code Assist
+            return Api.GEMINI
         return None
     kind = _type_of(document)
     if isinstance(document.get("choices"), list):
@@ -85,7 +104,23 @@ def api_from_shape(document: Any, doc: Doc) -> Api | None:
         isinstance(document.get("contentBlockIndex"), int)
     ):  # a Converse response, a ConverseStream event
         return Api.CONVERSE
+    if _holds_list(document, "candidates"):  # Gemini, bare or wrapped by Code Assist
+        return Api.GEMINI
     return None
+
+
+def _holds_list(document: dict[str, Any], member: str) -> bool:
+    """Whether ``member`` is a list in ``document`` or in the Code Assist envelope
+    (``request`` / ``response``) around it."""
+    if isinstance(document.get(member), list):
+        return True
+    return any(
+        isinstance(inner := document.get(envelope), dict) and isinstance(inner.get(member), list)
+        for envelope in _ENVELOPES
+    )
+
+
+_ENVELOPES: Final = ("request", "response", "generateContentRequest")
 
 
 def _api_of_messages(messages: list[Any]) -> Api | None:

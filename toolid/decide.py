@@ -3,8 +3,9 @@
 Given the ids the table finds in a document (``positions.find_ids``) and the flow's policy:
 
 - encoding (upstream to client), each call's client id from ``occurrence.CallIds`` (the wire
-  format's encode, with occurrence tags against the ids the request's history takes), and
-  each reference the client id of the call it points at;
+  format's encode, with occurrence tags against the ids the request's history takes; once per
+  call however many mentions it has, or, in the APIs of ``positions.CALLS_BY_MENTION``, once
+  per definition), and each reference the client id of the call it points at;
 - restoring (client to upstream), ``codec.decode`` of every client id;
 - restoring for a destination with id rules, ``rules.assign``: the raw id where it obeys
   them, else the client id, else a mapped form that does.
@@ -20,7 +21,7 @@ from typing import Any, Literal, NamedTuple
 
 from toolid import codec
 from toolid.occurrence import CallIds
-from toolid.positions import REFERS, Api, Call, Found, path_order
+from toolid.positions import CALLS_BY_MENTION, REFERS, Api, Call, Found, path_order
 from toolid.rules import RuleSet, assign
 
 Action = Literal["encoded", "restored", "kept", "mapped"]
@@ -101,8 +102,12 @@ def decide(
         calls = calls if calls is not None else CallIds(policy.profile)
         if len(found_ids) > 1 and not in_call_order:
             found_ids = call_order(found_ids)
+        alone = api in CALLS_BY_MENTION  # every definition is a call of its own
         for found in found_ids:
-            client = calls.client_id(found)
+            if alone and found.role is not REFERS:
+                client = calls.define_alone(found.value)
+            else:
+                client = calls.client_id(found)
             if client != found.value:
                 changes.append(make(Change, (found.path, found.value, client, "encoded", "", "")))
                 add(found, client)

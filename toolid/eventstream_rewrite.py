@@ -29,7 +29,7 @@ import re
 from typing import Final
 
 from toolid import body, eventstream
-from toolid.body import Policy, RewriteError
+from toolid.body import Policy
 from toolid.eventstream import FrameError, FrameSplitter
 from toolid.occurrence import CallIds
 from toolid.positions import Api, Doc
@@ -122,7 +122,7 @@ class EventStreamRewriter(PieceRewriter):
         payload = frame[start : len(frame) - eventstream.CRC]
         if not body.may_hold_ids(payload, self._converse_markers):
             return frame
-        new = self._rewrite(payload, Api.CONVERSE)
+        new, _ = self._rewrite(payload, Api.CONVERSE)
         return frame if new is payload else eventstream.replace_payload(frame, new)
 
     def _event_type(self, frame: bytes) -> object:
@@ -145,23 +145,11 @@ class EventStreamRewriter(PieceRewriter):
         except (binascii.Error, ValueError):
             self.problems.append("chunk left unchanged: its bytes are not base64")
             return frame
-        new_event = self._rewrite(event, self._inner)
+        new_event, read_as = self._rewrite(event, self._inner)
+        if self._inner is None and read_as is not Api.CONVERSE:
+            self._inner = read_as  # the model's API, recognised once
         if new_event is event:
             return frame
         text = base64.b64encode(new_event)
         new = payload[: literal.start(1)] + text + payload[literal.end(1) :]
         return eventstream.replace_payload(frame, new)
-
-    def _rewrite(self, document: bytes, api: Api | None) -> bytes:
-        """``document`` with its ids rewritten (the same object when nothing changes)."""
-        try:
-            plan = body.plan(document, api, Doc.EVENT, self.policy, self.calls)
-        except RewriteError as exc:
-            self.problems.append(f"event left unchanged: {exc}")
-            return document
-        if api is None and plan.api is not None and plan.api is not Api.CONVERSE:
-            self._inner = plan.api  # the model's API, recognised once
-        self.changes.extend(plan.changes)
-        if not plan.edits:
-            return document
-        return body.apply(document, plan.edits)

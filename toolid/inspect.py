@@ -28,7 +28,7 @@ from toolid.annotate import Side, Sighting
 from toolid.apis import api_from_path, api_from_shape
 from toolid.occurrence import CallIds, Taken
 from toolid.pairing import Element, Problem
-from toolid.positions import DEFINES, Api, Doc, find_ids, path_order
+from toolid.positions import CALLS_BY_MENTION, DEFINES, Api, Doc, find_ids, path_order
 from toolid.trace import Exchange
 
 Format = Literal["json", "jsonl", "sse", "har", "flows"]
@@ -111,6 +111,10 @@ def scan(data: bytes, fmt: Format) -> list[Row]:
 
 def _scan_json(data: bytes) -> Iterator[Row]:
     document = _parse(data.removeprefix(_BOM), "not valid JSON")
+    if annotate.element_stream(document):  # a JSON-array stream (Gemini): its events
+        for sighting in annotate.sightings(data.removeprefix(_BOM), "response", kind="json"):
+            yield Row(_event_label(sighting), sighting)
+        return
     rows = [Row("body", sighting) for sighting in annotate.deep_ids(document)]
     if isinstance(document, list):  # a saved conversation: its elements, as a transcript's lines
         lines = [(i, element, annotate.deep_ids(element)) for i, element in enumerate(document)]
@@ -290,7 +294,8 @@ def _history_api(document: Any, api: Api | None = None) -> Api | None:
     api = api or api_from_shape(document, Doc.REQUEST)
     if api is None or not isinstance(document, dict):
         return None
-    return api if isinstance(document.get(pairing.HISTORIES[api].member), list) else None
+    member, _ = pairing.history_of(document, api)
+    return api if member else None
 
 
 def _document_problems(document: Any, api: Api | None = None) -> dict[str, list[Problem]]:
@@ -523,8 +528,9 @@ def _reading_order(row: Row) -> tuple[object, ...]:
 
 def _call_of(row: Row, index: int) -> tuple[int, ...]:
     """Which call a row belongs to: in an event stream its call number (one call, many
-    events); elsewhere the object holding it (its own row number will do)."""
-    if row.sighting.event is not None:
+    events; in the APIs of ``CALLS_BY_MENTION`` each definition is a call of its own);
+    elsewhere the object holding it (its own row number will do)."""
+    if row.sighting.event is not None and row.sighting.api not in CALLS_BY_MENTION:
         return (row.document, -1, *row.sighting.call)
     return (row.document, index)
 

@@ -185,6 +185,13 @@ class CallIds:
         known = self._calls.get((call, key, raw))
         if known is not None:
             return known
+        client = self._calls[(call, key, raw)] = self.define_alone(raw)
+        self._by_call[(call, raw)] = client
+        return client
+
+    def define_alone(self, raw: str) -> str:
+        """The client id of a call with raw id ``raw`` that no other mention names (each
+        Gemini functionCall part is a whole call: ``positions.CALLS_BY_MENTION``)."""
         occurrence = 1
         client = codec.encode(raw, self.profile)
         while client in self._given or client in self.taken:
@@ -192,8 +199,7 @@ class CallIds:
             client = codec.encode(raw, self.profile, occurrence)
         if occurrence > 1:
             self._tagged.add(raw)
-        self._calls[(call, key, raw)] = client
-        self._by_call[(call, raw)] = self._latest[raw] = client
+        self._latest[raw] = client
         self._given.add(client)
         return client
 

@@ -15,12 +15,12 @@ and the text the destination answers:
   item id joined into one).
 
 The positions and their roles come from the table (``positions.find_ids``); the history is
-the array the table's request positions start in (``messages``, ``input``), each element a
-turn or part of one, known by its ``role`` (else its ``type``). What differs per API is data
-(``HISTORIES``): which positions are results and which calls need one, which elements close
-a call's turn, the destination's texts. Ids are compared as the client sends them, except
-that toolid's own encoded ids (untagged) stand for the raw id inside: restored, ``tid1_x``
-and ``x`` are one id. Nothing here changes a document: toolid never adds or drops a call.
+the array the table's request positions start in (``messages``, ``input``, ``contents``),
+each element a turn or part of one, known by its ``role`` (else its ``type``). What differs
+per API is data (``HISTORIES``): which positions are results and which calls need one, which
+elements close a call's turn, the destination's texts. Ids are compared as the client sends
+them, except that toolid's own encoded ids (untagged) stand for the raw id inside: restored,
+``tid1_x`` and ``x`` are one id. Nothing here changes a document: toolid never adds or drops a call.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ API_NAMES: Final[dict[Api, str]] = {
     Api.RESPONSES: "OpenAI Responses",
     Api.MESSAGES: "Anthropic Messages",
     Api.CONVERSE: "AWS Bedrock Converse",
+    Api.GEMINI: "Gemini",
 }
 
 _COMPOSITE: Final = re.compile(r"[|\s]")
@@ -96,6 +97,10 @@ _OPENAI_EMPTY: Final = (
     "but got an empty string instead."
 )
 _JOINED: Final = "the id joins two ids ('call_...|fc_...') or holds whitespace: {rule}"
+_GEMINI_COUNT: Final = (
+    "Please ensure that the number of function response parts is equal to the number of "
+    "function call parts of the function call turn."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,10 +132,24 @@ class History:
         """The request member holding the history: the table's first step."""
         return _first_member(self.name)
 
+    @property
+    def members(self) -> tuple[str, ...]:
+        """Where a request holds its history, first the table's first step: the members the
+        table's request positions step into before their first array (``contents``, and Code
+        Assist's ``request.contents``)."""
+        return _history_members(self.name)
+
 
 def _first_member(api: str) -> str:
     first = positions(Api(api), Doc.REQUEST)[0].notation
     return re.split(r"[.\[]", first, maxsplit=1)[0]
+
+
+@functools.cache
+def _history_members(api: str) -> tuple[str, ...]:
+    return tuple(
+        dict.fromkeys(p.notation.split("[", 1)[0] for p in positions(Api(api), Doc.REQUEST))
+    )
 
 
 # Responses items that the model produces: a run of them is one model turn.
@@ -232,6 +251,30 @@ HISTORIES: Final[dict[Api, History]] = {
         },
         guesses=frozenset(CODES),
     ),
+    # Gemini pairs the functionResponse parts of a user turn with the functionCall parts of
+    # the model turn before it by their number and order, and answers a request whose counts
+    # differ with the text below (gemini-cli issues #4504, #13292, #16132: the 400 every
+    # gemini-cli user met when parallel calls were merged). Relays in front of Gemini's
+    # Code Assist backends also check the ids pairwise ("functionResponse.id ... does not
+    # match functionCall.id", router-for-me/CLIProxyAPI#5199). The other texts are toolid's.
+    Api.GEMINI: History(
+        "gemini",
+        results=frozenset({("call", "id")}),
+        calls=frozenset({("call", "id")}),
+        closes=frozenset({"model"}),
+        texts={
+            ORPHAN: "a functionResponse part answers id {id}, which no functionCall part of "
+            "the model turn before it has: Gemini pairs them by number and order, relays by "
+            'id ("functionResponse.id ... does not match functionCall.id")',
+            MISSING: _GEMINI_COUNT,
+            EMPTY: "the id is empty: only its position pairs it with its call",
+            DUPLICATE: "two functionCall parts carry one id {id}: a client that keys calls by "
+            "id (gemini-cli) runs one and answers one, and Gemini answers "
+            f'"{_GEMINI_COUNT}"',
+            COMPOSITE: _JOINED.format(rule="ids are compared as they are, byte for byte"),
+        },
+        guesses=frozenset({ORPHAN, EMPTY, DUPLICATE, COMPOSITE}),
+    ),
 }
 
 
@@ -305,9 +348,10 @@ def element_path(api: Api, path: str) -> str:
 @functools.cache
 def _element_suffix(api: Api) -> re.Pattern[str]:
     """What follows the element in each of the table's request positions, as one regex."""
-    member = HISTORIES[api].member
+    members = HISTORIES[api].members
     rests = set()
     for position in positions(api, Doc.REQUEST):
+        member = next(m for m in members if position.notation.startswith(m))
         rest = re.sub(r"^\[[^\]]*\]", "", position.notation.removeprefix(member))
         rest = re.sub(r"\[[^\]]*\]", "[]", rest).removeprefix(".")
         rests.add(re.escape(rest).replace(r"\[\]", r"\[\d+\]"))
@@ -345,11 +389,12 @@ def _pairing_markers(api: Api | None) -> Markers:
     (``tool_calls``). Sharper than the rewriting markers, which every Chat request spells."""
     words: list[bytes] = []
     for each in Api if api is None else (api,):
-        member = HISTORIES[each].member
+        members = HISTORIES[each].members
         for position in positions(each, Doc.REQUEST):
-            steps = re.findall(r"\[[^\]]*\]|[^.\[\]]+", position.notation)
+            member = next(m for m in members if position.notation.startswith(m))
+            steps = re.findall(r"\[[^\]]*\]|[^.\[\]]+", position.notation.removeprefix(member))
             filters = [step[6:-1].split("|") for step in steps if step.startswith("[type=")]
-            names = [step for step in steps if not step.startswith("[") and step != member]
+            names = [step for step in steps if not step.startswith("[")]
             key = names[-1]
             chosen = filters[-1] if filters else [key] if key != "id" else names[-2:-1]
             words.extend(f'"{word}"'.encode() for word in chosen)
@@ -383,26 +428,37 @@ def check(document: Any, api: Api, found: Iterable[Found] | None = None) -> list
     """Every pairing problem of one request document of ``api``, in document order.
 
     ``found``: ``find_ids(document, api, Doc.REQUEST)`` when the caller has it already."""
-    items = _history(document, api)
+    member, items = history_of(document, api)
     if not items:
         return []
     if found is None:
         found = find_ids(document, api, Doc.REQUEST)
-    start = len(HISTORIES[api].member) + 1  # a path is "member[i]..." ("member..." for an object)
+    start = len(member) + 1  # a path is "member[i]..." ("member..." for an object)
     placed = [
         (int(path[start : path.index("]", start)]) if path[start - 1 : start] == "[" else 0, one)
         for one in found
-        if (path := one.path)
+        if (path := one.path).startswith(member) and path[start - 1 : start] in _AFTER_MEMBER
     ]
     elsewhere = any(document.get(name) for name in HISTORIES[api].elsewhere)
     kinds = [kind_of(item) for item in items]
     return [one for _, one in _check(placed, kinds, [elsewhere] * len(items), api)]
 
 
-def _history(document: Any, api: Api) -> list[Any]:
-    """The elements of a request document's history member (an object: its one element)."""
-    history = document.get(HISTORIES[api].member) if isinstance(document, dict) else None
-    return history if isinstance(history, list) else [history] if isinstance(history, dict) else []
+_AFTER_MEMBER: Final = frozenset({"[", "."})
+
+
+def history_of(document: Any, api: Api) -> tuple[str, list[Any]]:
+    """Where a request document holds its history (the first of ``History.members`` it has)
+    and the history's elements (an object there: its one element); ``("", [])``: none."""
+    for member in HISTORIES[api].members:
+        node = document
+        for name in member.split("."):
+            node = node.get(name) if isinstance(node, dict) else None
+        if isinstance(node, list):
+            return member, node
+        if isinstance(node, dict):
+            return member, [node]
+    return "", []
 
 
 def check_history(history: Sequence[Element], api: Api) -> list[Problem]:

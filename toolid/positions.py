@@ -11,7 +11,8 @@ position has a role: it *defines* a tool call (the call's own id) or *refers* to
 result, an event about a call). Each id found in a response or event also carries the
 number of the call it belongs to (choice and tool-call index, Responses output_index,
 Messages content-block index, Converse contentBlockIndex), so every mention of one call
-can get one client id. This module is data plus the walker that reads it (the table compiled
+can get one client id; in the APIs of ``CALLS_BY_MENTION`` (Gemini) every definition is a call
+of its own. This module is data plus the walker that reads it (the table compiled
 once into one generated function per API and kind of document); it knows nothing of bytes.
 """
 
@@ -31,6 +32,7 @@ class Api(enum.StrEnum):
     RESPONSES = "responses"
     MESSAGES = "messages"
     CONVERSE = "converse"  # AWS Bedrock Converse and ConverseStream
+    GEMINI = "gemini"  # Google's generateContent: the Gemini API, Vertex AI, Code Assist
 
 
 class Role(enum.StrEnum):
@@ -133,6 +135,27 @@ _CONVERSE_BLOCK: tuple[Entry, ...] = (
 )
 
 
+# Positions inside one Gemini Content (relative to the content): its parts are unions, the
+# member names the kind. From python-genai's types.py (google-genai 3.3.0): ``Part.function_call``
+# (FunctionCall: ``id``, "Optional. The unique id of the function call. If populated, the client
+# to execute the function_call and return the response with the matching id.") and
+# ``Part.function_response`` (FunctionResponse: ``id``, "Optional. The id of the function call
+# this response is for. Populated by the client to match the corresponding function call id.");
+# on the wire camelCase, as in Google's REST reference (ai.google.dev/api/caching#FunctionCall).
+# A part's ``thoughtSignature`` sits beside ``functionCall``: it is no position, so its bytes
+# never change.
+_GEMINI_CONTENT: tuple[Entry, ...] = (
+    ("parts[].functionCall.id", DEFINES, "call"),
+    ("parts[].functionResponse.id", REFERS, "call"),
+)
+# A GenerateContentRequest's history (``contents``), and a GenerateContentResponse's calls:
+# ``candidates[].content`` (Candidate.content; a candidate's ``index`` numbers it).
+_GEMINI_REQUEST: Final = tuple(
+    (f"contents[].{path}", role, kind) for path, role, kind in _GEMINI_CONTENT
+)
+_GEMINI_RESPONSE: Final = (("candidates[].content.parts[].functionCall.id", DEFINES, "call"),)
+
+
 def _under(prefix: str, relative: tuple[Entry, ...]) -> tuple[Entry, ...]:
     return tuple((prefix + path, role, kind) for path, role, kind in relative)
 
@@ -180,6 +203,21 @@ TABLE: Final[dict[Api, dict[Doc, tuple[Entry, ...]]]] = {
             ("start.toolResult.toolUseId", REFERS, "call"),
         ),
     },
+    # Gemini's generateContent, streamGenerateContent and countTokens (the Gemini API, Vertex
+    # AI): the GenerateContentRequest at the root; countTokens may wrap one as
+    # ``generateContentRequest``; Code Assist (``/v1internal:...``, gemini-cli's Google login)
+    # wraps the request as ``request`` and the response as ``response`` (gemini-cli
+    # packages/core/src/code_assist/converter.ts: CAGenerateContentRequest,
+    # CaGenerateContentResponse). A streamed chunk is a whole GenerateContentResponse.
+    Api.GEMINI: {
+        Doc.REQUEST: (
+            *_GEMINI_REQUEST,
+            *_under("request.", _GEMINI_REQUEST),
+            *_under("generateContentRequest.", _GEMINI_REQUEST),
+        ),
+        Doc.RESPONSE: (*_GEMINI_RESPONSE, *_under("response.", _GEMINI_RESPONSE)),
+        Doc.EVENT: (*_GEMINI_RESPONSE, *_under("response.", _GEMINI_RESPONSE)),
+    },
 }
 
 # In a streamed event, the member of the event itself that numbers the call it is about
@@ -187,6 +225,11 @@ TABLE: Final[dict[Api, dict[Doc, tuple[Entry, ...]]]] = {
 # elements are numbered by their own ELEMENT_NUMBER member (Chat choices and tool-call
 # deltas) or else their position.
 EVENT_CALL_NUMBERS: Final = ("output_index", "index", "contentBlockIndex")
+# APIs whose calls carry no number that ties the mentions of one call together: a Gemini
+# functionCall part is a whole call, and a stream sends each in a chunk of its own, parts
+# numbered from 0 again in every chunk (no index). There every definition is a call of its
+# own, so two calls with one raw id get two client ids.
+CALLS_BY_MENTION: Final = frozenset({Api.GEMINI})
 ELEMENT_NUMBER: Final = "index"
 TYPE: Final = "type"  # the member ``[type=...]`` filters on
 

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from toolid import body, codec
-from toolid.apis import api_from_path
+from toolid.apis import api_from_path, streamed_route
 from toolid.decide import Change, Direction, Policy
 from toolid.edit import RewriteError
 from toolid.eventstream_rewrite import EventStreamRewriter
+from toolid.jsonarray_rewrite import JsonArrayRewriter
 from toolid.occurrence import NOTHING_TAKEN, CallIds, Taken
 from toolid.positions import Api, Doc
 from toolid.rules import NO_RULES, RULE_SETS, RuleSet
@@ -112,29 +113,36 @@ def rewrite_response(
     return Rewritten(new, plan.changes, (), plan.api or api)
 
 
-type Framing = Literal["sse", "eventstream"]
-#: The response content type of each framing ``ResponseStream`` reads.
+type Framing = Literal["sse", "eventstream", "json-array"]
+#: The response content type of each framing ``ResponseStream`` reads by its type alone.
 FRAMINGS: Final[dict[str, Framing]] = {
     "text/event-stream": "sse",
     "application/vnd.amazon.eventstream": "eventstream",
 }
 
 
-def framing_of(content_type: str) -> Framing | None:
-    """The framing of a response by its Content-Type (None: not an event stream)."""
-    return FRAMINGS.get(content_type.split(";", 1)[0].strip().lower())
+def framing_of(content_type: str, path: str = "") -> Framing | None:
+    """The framing of a response by its Content-Type, and by the request's ``path`` (query
+    allowed) for a JSON answer to a streaming route (Gemini's ``:streamGenerateContent``
+    without ``?alt=sse``: a JSON array written element by element). None: not a stream."""
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    framing = FRAMINGS.get(media_type)
+    if framing is None and "json" in media_type and path and streamed_route(path):
+        return "json-array"
+    return framing
 
 
 class ResponseStream:
     """Rewrite an event-stream response fed in pieces of any size, sans I/O: like
     ``rewrite_response`` for each event, one client id per call across all its events.
 
-    ``framing``: ``"sse"`` (Server-Sent Events, ``text/event-stream``) or ``"eventstream"``
+    ``framing``: ``"sse"`` (Server-Sent Events, ``text/event-stream``), ``"eventstream"``
     (AWS's binary ``application/vnd.amazon.eventstream``: Bedrock's ConverseStream and
-    InvokeModelWithResponseStream; see ``framing_of``). ``feed`` each piece as it arrives,
-    then ``finish`` once; each gives the bytes that can be forwarded now (possibly empty: an
-    incomplete event is held). ``decodes``: the output is decompressed (a server compressed
-    the stream anyway), so drop Content-Encoding."""
+    InvokeModelWithResponseStream) or ``"json-array"`` (a JSON array written element by
+    element: Gemini's ``:streamGenerateContent`` without ``?alt=sse``); see ``framing_of``.
+    ``feed`` each piece as it arrives, then ``finish`` once; each gives the bytes that can be
+    forwarded now (possibly empty: an incomplete event is held). ``decodes``: the output is
+    decompressed (a server compressed the stream anyway), so drop Content-Encoding."""
 
     def __init__(
         self,
@@ -148,8 +156,13 @@ class ResponseStream:
         framing: Framing = "sse",
     ) -> None:
         """Raises ValueError for a content-encoding it cannot decode."""
-        rewriter = EventStreamRewriter if framing == "eventstream" else StreamRewriter
-        self._rewriter: PieceRewriter = rewriter(
+        rewriters: dict[Framing, type[StreamRewriter | EventStreamRewriter | JsonArrayRewriter]]
+        rewriters = {
+            "sse": StreamRewriter,
+            "eventstream": EventStreamRewriter,
+            "json-array": JsonArrayRewriter,
+        }
+        self._rewriter: PieceRewriter = rewriters[framing](
             _api(api, path),
             _policy(Direction.ENCODE, profile),
             content_encoding=content_encoding,
@@ -192,7 +205,7 @@ def taken_ids(request: bytes, api: Api | None = None) -> Taken:
 
 
 def _api(api: Api | str | None, path: str) -> Api | None:
-    """The API given (by name too: "chat", "responses", "messages"), else the one ``path``
+    """The API given (by name too: "chat", "responses", "gemini", ...), else the one ``path``
     names. Raises ValueError for a name that is no API's."""
     if api is None:
         return api_from_path(path)

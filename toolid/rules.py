@@ -125,6 +125,18 @@ RULE_SETS: Final[dict[str, RuleSet]] = {
                 "messages.call.server_tool_use": Rule("A-Za-z0-9_", max_len=64, prefix="srvtoolu_"),
             },
         ),
+        # Google's Gemini API, Vertex AI's Gemini models and Code Assist. Google documents no
+        # charset or length for FunctionCall.id and FunctionResponse.id ("Optional. The unique
+        # id of the function call. If populated, the client to execute the function_call and
+        # return the response with the matching id", ai.google.dev/api/caching#FunctionCall;
+        # python-genai types.py), and mints short alphanumeric ids itself ("46ww9pp1"). What
+        # it is seen to accept: gemini-cli sends ids it makes of a tool's name, a time and a
+        # counter ("github.list_issues-1755899286321-24a24f35db1c2", gemini-cli#6974; turn.ts
+        # `${name}_${Date.now()}_${n}`), so the characters of a function name, which Google
+        # spells out ("Must be a-z, A-Z, 0-9, or contain underscores (_), dots (.), colons
+        # (:), or dashes (-)", its 400 for a bad FunctionDeclaration.name), longer than 64.
+        # So: that charset, no length limit, calls distinct as the reference says ("unique").
+        RuleSet("gemini", Rule("A-Za-z0-9_.:-")),
     )
 }
 NO_RULES: Final = "none"  # the name that turns a built-in rule set off for a host
@@ -163,7 +175,12 @@ DEFAULT_HOST_RULES: Final[tuple[str, ...]] = (
     "api.githubcopilot.com=openai",
     "api.*.githubcopilot.com=openai",
     "api.mistral.ai=mistral",
-    "generativelanguage.googleapis.com=safe",
+    # Gemini: the Gemini API, Gemini on Vertex AI (.../publishers/google/models/MODEL:...),
+    # and Code Assist (gemini-cli signed in with Google: code_assist/server.ts
+    # CODE_ASSIST_ENDPOINT): the gemini rule set (what Google accepts, see RULE_SETS).
+    "generativelanguage.googleapis.com=gemini",
+    "cloudcode-pa.googleapis.com=gemini",
+    "*aiplatform.googleapis.com/*/publishers/google/*=gemini",
     # Claude on Vertex AI (.../publishers/anthropic/models/MODEL:rawPredict or
     # :streamRawPredict): Anthropic's own validator, uniqueness included ("tool_use.id: String
     # should match pattern '^[a-zA-Z0-9_-]+$'" from a req_vrtx_ request,

@@ -98,6 +98,21 @@ class PieceRewriter:
         """What is held when the body ends (forwarded as it is)."""
         return self._take_held()
 
+    def _rewrite(self, document: bytes, api: Api | None) -> tuple[bytes, Api | None]:
+        """``document``, one event's JSON, with its ids rewritten (the very object when
+        nothing changes; a problem says why when it cannot be), and the API it was read as
+        (``api``, or the one its shape tells when ``api`` is None)."""
+        try:
+            plan = body.plan(document, api, Doc.EVENT, self.policy, self.calls)
+        except RewriteError as exc:
+            self.problems.append(f"event left unchanged: {exc}")
+            return document, api
+        self.changes.extend(plan.changes)
+        read_as = plan.api or api
+        if not plan.edits:
+            return document, read_as
+        return body.apply(document, plan.edits), read_as
+
     def _give_up(self, problem: str) -> bytes:
         """Switch to pass-through; return the held bytes, which come before any later input."""
         self.problems.append(problem)

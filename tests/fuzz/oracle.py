@@ -46,20 +46,24 @@ def parse(document: bytes) -> Any:
 
 
 def client_ids(
-    found: list[Found], profile: codec.Profile, taken: frozenset[str] = frozenset()
+    found: list[Found],
+    profile: codec.Profile,
+    taken: frozenset[str] = frozenset(),
+    api: Api | None = None,
 ) -> dict[tuple[int, str], str]:
-    """The client id of every position of one response, by (id of holder, key), as the
-    spec's "Occurrence tags" section says: calls in order of their number, each the first
-    of encode(raw), tagged(raw, 2), ... not taken (by the history or an earlier call); a
-    reference gets its call's client id (same number, else the latest call with that raw
-    id, else plain encode)."""
+    """The client id of every position of one response of ``api``, by (id of holder, key), as
+    the spec's "Occurrence tags" section says: calls in order of their number (in a Gemini
+    document each definition a call of its own), each the first of encode(raw), tagged(raw,
+    2), ... not taken (by the history or an earlier call); a reference gets its call's client
+    id (same number, else the latest call with that raw id, else plain encode)."""
     given = set(taken)
     unit_ids: dict[tuple[Any, ...], str] = {}
     by_call: dict[tuple[Any, ...], str] = {}
     latest: dict[str, str] = {}
     out: dict[tuple[int, str], str] = {}
-    for f in sorted((f for f in found if f.role is DEFINES), key=lambda f: f.call):
-        unit = (f.call, f.key, f.value)
+    definitions = sorted((f for f in found if f.role is DEFINES), key=lambda f: f.call)
+    for number, f in enumerate(definitions):
+        unit = (number,) if api is Api.GEMINI else (f.call, f.key, f.value)
         if unit not in unit_ids:
             k = 1
             while (client := codec.encode(f.value, profile, k)) in given:
@@ -82,7 +86,7 @@ def new_values(parsed: Any, api: Api, doc: Doc, policy: Policy) -> dict[tuple[in
     key); positions kept as they are (unchanged, or kept for a strict host) are absent."""
     found = find_ids(parsed, api, doc)
     if policy.direction is Direction.ENCODE:
-        clients = client_ids(found, policy.profile)
+        clients = client_ids(found, policy.profile, api=api)
         return {m: c for f in found if (c := clients[m := (id(f.holder), f.key)]) != f.value}
     if policy.rules is not None:
         # Which id each position sends is toolid.rules' job, checked by its own properties

@@ -33,6 +33,8 @@ DECOYS: list[Any] = [
     {},
     {"id": "x:1"},
     ["functions.f:0"],
+    {"functionCall": {"id": "x:1"}},  # a Gemini part, where another one stands
+    [{"functionResponse": {"id": "a:1"}}],
 ]
 
 

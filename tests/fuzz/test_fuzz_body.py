@@ -47,6 +47,7 @@ POLICIES = st.sampled_from(
         Policy(Direction.DECODE, rules=RULE_SETS["safe"]),
         Policy(Direction.DECODE, rules=RULE_SETS["mistral"]),
         Policy(Direction.DECODE, rules=RULE_SETS["openai"]),
+        Policy(Direction.DECODE, rules=RULE_SETS["gemini"]),
         Policy(Direction.DECODE, profile="call"),
     ]
 )
