@@ -32,11 +32,11 @@ import pytest
 from botocore.config import Config
 from botocore.eventstream import EventStreamBuffer
 from botocore.exceptions import ClientError
+from standin.bedrock import ACCESS_KEY, API_KEY, REGION, SECRET_KEY, BedrockStandIn
 
 import toolid
 from toolid import encode
 
-from .bedrock_standin import ACCESS_KEY, API_KEY, REGION, SECRET_KEY, BedrockStandIn
 from .conftest import Mitmdump, MitmdumpPool
 
 pytestmark = pytest.mark.e2e

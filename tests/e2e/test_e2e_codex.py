@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from standin import ReuseUpstream
+from standin.responses_ws import FINAL_TEXT, ResponsesWsUpstream
 
 from toolid import codec
 
 from .cache import npm_bin
 from .conftest import MitmdumpPool, free_port
 from .helpers import run_headless
-from .responses_ws import FINAL_TEXT, ResponsesWsUpstream
-from .reuse_upstream import ReuseUpstream
 
 pytestmark = pytest.mark.e2e
 

@@ -18,13 +18,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from standin.responses_ws import Connection, ResponsesWsUpstream
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from toolid import codec
 
 from .conftest import Mitmdump, MitmdumpPool
-from .responses_ws import Connection, ResponsesWsUpstream
 
 pytestmark = pytest.mark.e2e
 
