@@ -129,10 +129,6 @@ def call_added(call: Call, output_index: int, seq: int) -> Event:
     )
 
 
-def completed(reply: Reply, seq: int) -> Event:
-    return event("response.completed", seq, response=buffered(reply))
-
-
 def stream(reply: Reply) -> list[Event]:
     """The SSE events: created, in progress, the message item (if text), each call item
     (added, argument deltas, done), completed."""
@@ -179,5 +175,5 @@ def stream(reply: Reply) -> list[Event]:
         events.append(
             event("response.output_item.done", next(seq), output_index=i, item=call_item(c, True))
         )
-    events.append(completed(reply, next(seq)))
+    events.append(event("response.completed", next(seq), response=buffered(reply)))
     return events
