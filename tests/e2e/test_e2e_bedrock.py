@@ -1,6 +1,6 @@
 """End to end: AWS Bedrock through a real mitmdump (regular mode), with real boto3 (pinned).
 
-The stand-in (``bedrock_standin.BedrockStandIn``) verifies SigV4 with botocore's own signer and
+The stand-in (``standin.bedrock.BedrockStandIn``) verifies SigV4 with botocore's own signer and
 enforces Bedrock's id rules, answering as Bedrock does (403 ``InvalidSignatureException``, 400
 ``ValidationException``). Each of Converse, ConverseStream, InvokeModel and
 InvokeModelWithResponseStream:

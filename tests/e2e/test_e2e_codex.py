@@ -1,5 +1,5 @@
 """End to end with a real agent: the Codex CLI over its default transport, the Responses API
-over WebSocket, against a stand-in (``responses_ws.py``) that calls ``exec_command`` with the
+over WebSocket, against a stand-in (``standin.responses_ws``) that calls ``exec_command`` with the
 Kimi-style id ``functions.exec_command:0`` in every tool turn.
 
 Codex is driven both ways it uses WebSocket: a custom provider with

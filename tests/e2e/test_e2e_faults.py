@@ -1,5 +1,5 @@
 """Fault injection end to end: a real mitmdump with the toolid addon, a local upstream that
-misbehaves on purpose (tests/e2e/upstream.py, ``Scenario.responder``), raw httpx clients
+misbehaves on purpose (``standin.Scenario.responder``), raw httpx clients
 that read every byte, and the real SDKs where their error surface matters.
 
 For every fault the test checks:

@@ -23,8 +23,8 @@ joined by a new framing beside ``sse``), add its name to ``apis.API`` and ``apis
 the server, ``ReuseUpstream`` and the scenarios then speak it.
 """
 
-from .agent import FINAL_TEXT, PATTERN_TEXT, SAFE_ID, Check, ReuseUpstream
-from .apis import API, api_of, count_tool_results
+from .agent import FINAL_TEXT, SAFE_ID, ReuseUpstream
+from .apis import API, count_tool_results
 from .placeholders import client_bytes
 from .replies import MODEL, Call, Reply
 from .responders import (
@@ -36,11 +36,8 @@ from .responders import (
     write_head,
 )
 from .server import (
-    ARG_FRAGMENTS,
     CAP_MESSAGE,
-    DEFAULT_RAW_ID,
     TOOL_ARGS,
-    TOOL_NAMES,
     WEATHER_TEXT,
     Exchange,
     Responder,
@@ -48,22 +45,16 @@ from .server import (
     ScenarioHandle,
     UpstreamServer,
 )
-from .tls import make_self_signed_cert
 
 __all__ = [
     "API",
-    "ARG_FRAGMENTS",
     "CAP_MESSAGE",
-    "DEFAULT_RAW_ID",
     "FINAL_TEXT",
     "MODEL",
-    "PATTERN_TEXT",
     "SAFE_ID",
     "TOOL_ARGS",
-    "TOOL_NAMES",
     "WEATHER_TEXT",
     "Call",
-    "Check",
     "Exchange",
     "Reply",
     "Responder",
@@ -72,12 +63,10 @@ __all__ = [
     "ScenarioHandle",
     "UpstreamServer",
     "abort",
-    "api_of",
     "client_bytes",
     "count_tool_results",
     "end_chunked",
     "kimi_parts",
-    "make_self_signed_cert",
     "sse_headers",
     "write_body",
     "write_head",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from .apis import API, endpoint, sdk_url
 from .server import Exchange, Scenario, UpstreamServer
@@ -58,7 +58,7 @@ class ReuseUpstream:
         max_requests: int | None = None,
         final_text: str = FINAL_TEXT,
         reuse: bool = True,
-        gzip: Any = "never",
+        gzip: Literal["auto", "force", "never"] = "never",
         **transport: Any,
     ) -> None:
         items = list(item_ids) if item_ids is not None else [f"fc_{i}" for i in range(len(ids))]

@@ -212,17 +212,17 @@ class ResponsesWsUpstream:
         number = next(self._numbers)
         response_id = f"resp_ws{number}"
         turns_of[response_id] = done
-        model = req.get("model") if isinstance(req.get("model"), str) else "kimi-k3"
+        model = req["model"] if isinstance(req.get("model"), str) else "kimi-k3"
         if req.get("generate") is False:
             calls: list[Call] = []
             events = [e for _, e in responses.stream(Reply(model=model))]
             events = [e for e in events if e["type"] in ("response.created", "response.completed")]
         else:
             want = done < self.turns and bool(req.get("tools"))
-            items = self.item_ids or [f"fc_{number}_{i}" for i in range(len(self.ids))]
+            item_ids = self.item_ids or [f"fc_{number}_{i}" for i in range(len(self.ids))]
             calls = [
                 Call(raw, item, self.name, self.arguments)
-                for raw, item in zip(self.ids, items, strict=True)
+                for raw, item in zip(self.ids, item_ids, strict=True)
             ]
             calls = calls if want else []
             reply = Reply(calls=calls, text="" if calls else FINAL_TEXT, model=model)
