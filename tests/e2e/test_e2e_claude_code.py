@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from standin import CAP_MESSAGE, FINAL_TEXT, ReuseUpstream, count_tool_results
 
 from .cache import npm_bin
 from .conftest import MitmdumpPool
 from .helpers import request_id_positions, run_headless
-from .reuse_upstream import CAP_MESSAGE, FINAL_TEXT, ReuseUpstream, count_tool_results
 
 pytestmark = pytest.mark.e2e
 
