@@ -29,13 +29,15 @@ import itertools
 import json
 import re
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Self
 
-from .upstream import API, API_SUFFIX, CREATED, MODEL, api_of, dumps
+from .upstream import API, API_SUFFIX, CREATED, MODEL, api_of, dumps, make_self_signed_cert
 
 PATTERN_TEXT = "^[a-zA-Z0-9_-]+$"  # Anthropic's pattern for tool_use ids, in its error texts
 SAFE_ID = re.compile(PATTERN_TEXT)
@@ -367,7 +369,8 @@ class ReuseUpstream:
     ``name``/``arguments``: the tool called (arguments as a JSON text); ``turns``: tool turns
     before the final text; ``check``: the strict host's verdict on a request (see the module
     docstring); ``max_requests``: model requests answered before every further one gets a
-    400 (``CAP_MESSAGE``)."""
+    400 (``CAP_MESSAGE``); ``tls_dir``: serve HTTPS with a self-signed certificate for
+    127.0.0.1 made there."""
 
     def __init__(
         self,
@@ -380,6 +383,7 @@ class ReuseUpstream:
         check: Check | None = None,
         max_requests: int | None = None,
         final_text: str = FINAL_TEXT,
+        tls_dir: Path | None = None,
     ) -> None:
         item_ids = list(item_ids) if item_ids is not None else [f"fc_{i}" for i in range(len(ids))]
         assert ids and len(item_ids) == len(ids)
@@ -388,6 +392,7 @@ class ReuseUpstream:
         self.check = check
         self.max_requests = max_requests
         self.final_text = final_text
+        self.tls_dir = tls_dir
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -403,7 +408,7 @@ class ReuseUpstream:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls_dir else 'http'}://127.0.0.1:{self.port}"
 
     def sdk_url(self, api: API) -> str:
         """The SDK's base URL for ``api`` (openai appends /chat/completions or /responses,
@@ -423,6 +428,11 @@ class ReuseUpstream:
     def start(self) -> Self:
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.standin = self
+        if self.tls_dir is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.tls_dir.mkdir(parents=True, exist_ok=True)
+            context.load_cert_chain(*make_self_signed_cert(self.tls_dir))
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self
