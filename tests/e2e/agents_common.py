@@ -114,6 +114,25 @@ class AgentDriver:
         )
 
 
+def stream_json_tool_use_ids(events: list[Any]) -> list[str]:
+    """The tool_use ids of the ``assistant`` events of a ``stream-json`` output (Claude
+    Code's format, which Qwen Code prints too), in order."""
+    return [
+        block["id"]
+        for e in events
+        if e.get("type") == "assistant"
+        for block in e["message"]["content"]
+        if block.get("type") == "tool_use"
+    ]
+
+
+def stream_json_result(events: list[Any]) -> Any:
+    """The one ``result`` event of a ``stream-json`` output."""
+    found = [e for e in events if e.get("type") == "result"]
+    assert len(found) == 1, f"expected one result event, got {found!r}"
+    return found[0]
+
+
 def run_agent(
     driver: AgentDriver,
     base_url: str,

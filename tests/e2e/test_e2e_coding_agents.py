@@ -42,6 +42,8 @@ from .agents_common import (
     check_completed,
     check_upstream_ids,
     run_agent,
+    stream_json_result,
+    stream_json_tool_use_ids,
     summary,
     tool_requests,
 )
@@ -130,19 +132,7 @@ class QwenCode(AgentDriver):
         }
 
     def client_ids(self, run: AgentRun) -> list[str]:
-        return [
-            block["id"]
-            for e in run.events
-            if e.get("type") == "assistant"
-            for block in e["message"]["content"]
-            if block.get("type") == "tool_use"
-        ]
-
-    def result(self, run: AgentRun) -> Any:
-        """Its one ``result`` event."""
-        found = [e for e in run.events if e.get("type") == "result"]
-        assert len(found) == 1, f"expected one result event, got {found!r}"
-        return found[0]
+        return stream_json_tool_use_ids(run.events)
 
     def final_text(self, run: AgentRun) -> str | None:
         results = [e for e in run.events if e.get("type") == "result" and not e.get("is_error")]
@@ -238,7 +228,7 @@ def qwen_rejects_two_calls_with_one_id(
     assert driver.client_ids(run) == []
     reqs = tool_requests(up, driver.api)
     assert len(reqs) == 2 and count_tool_results(driver.api, reqs[1].json) == 0
-    assert run.headless.returncode == 1 and driver.result(run)["is_error"] is True
+    assert run.headless.returncode == 1 and stream_json_result(run.events)["is_error"] is True
 
 
 def qwen_renames_a_reused_id(driver: AgentDriver, run: AgentRun, up: ReuseUpstream) -> None:
@@ -250,7 +240,7 @@ def qwen_renames_a_reused_id(driver: AgentDriver, run: AgentRun, up: ReuseUpstre
     reqs = tool_requests(up, "chat")
     sent = {v for r in reqs for _, v in request_id_positions("chat", r.json)}
     assert renamed in sent, sent
-    result = driver.result(run)
+    result = stream_json_result(run.events)
     assert run.headless.returncode == 1 and result["is_error"] is True
     assert "Loop detection" in result["error"]["message"], result
 
