@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Literal, Self
 
 from .apis import API, endpoint, sdk_url
@@ -43,7 +44,8 @@ class ReuseUpstream:
     before the final text; ``check``: the strict host's verdict on a request (see the module
     docstring); ``max_requests``: model requests answered before every further one gets a
     400 (``CAP_MESSAGE``); ``reuse=False``: fresh ids every turn; ``gzip``: compress the
-    answers ("auto": when the client accepts gzip); the rest: ``Scenario``'s transport
+    answers ("auto": when the client accepts gzip); ``tls_dir``: serve HTTPS with a
+    self-signed certificate for 127.0.0.1 made there; the rest: ``Scenario``'s transport
     options (``writes``, ``framing``, ``newline``, ...)."""
 
     def __init__(
@@ -59,6 +61,7 @@ class ReuseUpstream:
         final_text: str = FINAL_TEXT,
         reuse: bool = True,
         gzip: Literal["auto", "force", "never"] = "never",
+        tls_dir: Path | None = None,
         **transport: Any,
     ) -> None:
         items = list(item_ids) if item_ids is not None else [f"fc_{i}" for i in range(len(ids))]
@@ -81,7 +84,11 @@ class ReuseUpstream:
             gzip=gzip,
             **transport,
         )
-        self.server = UpstreamServer(default=self.scenario)
+        if tls_dir is not None:
+            tls_dir.mkdir(parents=True, exist_ok=True)
+        self.server = UpstreamServer(
+            tls=tls_dir is not None, cert_dir=tls_dir, default=self.scenario
+        )
 
     def problem(self, ex: Exchange) -> str | None:
         """The error a strict host answers this request with, or None."""
