@@ -27,10 +27,9 @@ from typing import Any
 import anthropic
 import httpx2
 import openai
+from standin import API, MODEL, WEATHER_TEXT, Exchange, ScenarioHandle
 
 from toolid import decode, encode
-
-from .upstream import API, FINAL_TEXT, MODEL, Exchange, ScenarioHandle
 
 SAFE_ID = re.compile(r"[A-Za-z0-9_-]+")
 USER_PROMPT = "What's the weather like in Paris today?"
@@ -236,7 +235,7 @@ def check_turn2_request(
     client_req = json.loads(client_body)
     client_pos = request_id_positions(api, client_req)
     assert client_pos, "the client request has no id positions (harness bug)"
-    up_pos = request_id_positions(api, ex.json())
+    up_pos = request_id_positions(api, ex.json)
     expected = [(kind, restore(v)) for kind, v in client_pos]
     assert up_pos == expected, (
         f"upstream got ids {up_pos!r}, expected {expected!r} (client sent {client_pos!r})"
@@ -256,9 +255,9 @@ def check_client_ids(
     """The client saw exactly ``client_id(raw)`` for every id, and only safe ids."""
     sc = handle.scenario
     assert sc.item_ids is not None
-    want_calls = [client_id(r) for r in sc.raw_ids]
+    want_calls = [client_id(r) for r in sc.ids]
     assert result.call_ids == want_calls, (
-        f"client saw call ids {result.call_ids!r}, expected {want_calls!r} (raw {sc.raw_ids!r})"
+        f"client saw call ids {result.call_ids!r}, expected {want_calls!r} (raw {sc.ids!r})"
     )
     if result.api == "responses":
         want_items = [client_id(r) for r in sc.item_ids]
@@ -273,7 +272,7 @@ def check_client_ids(
     allowed = set(want_calls) | {client_id(r) for r in sc.item_ids}
     allowed |= {client_id(r) for r in sc.server_tool_ids}
     assert set(result.seen) <= allowed, f"client saw unexpected ids {set(result.seen) - allowed}"
-    assert result.final_text == FINAL_TEXT
+    assert result.final_text == WEATHER_TEXT
 
 
 def check_all_safe(result: LoopResult) -> None:

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from standin import CAP_MESSAGE, FINAL_TEXT, ReuseUpstream, count_tool_results
 
+from .agents_common import stream_json_result, stream_json_tool_use_ids
 from .cache import npm_bin
 from .conftest import MitmdumpPool
 from .helpers import request_id_positions, run_headless
-from .reuse_upstream import CAP_MESSAGE, FINAL_TEXT, ReuseUpstream, count_tool_results
 
 pytestmark = pytest.mark.e2e
 
@@ -53,18 +54,10 @@ class Run:
 
     def tool_use_ids(self) -> list[str]:
         """The tool_use ids of the assistant messages Claude Code kept, in order."""
-        return [
-            block["id"]
-            for e in self.events
-            if e.get("type") == "assistant"
-            for block in e["message"]["content"]
-            if block.get("type") == "tool_use"
-        ]
+        return stream_json_tool_use_ids(self.events)
 
     def result(self) -> Any:
-        found = [e for e in self.events if e.get("type") == "result"]
-        assert len(found) == 1, f"expected one result event, got {found!r}; stderr: {self.stderr}"
-        return found[0]
+        return stream_json_result(self.events)
 
 
 def run_claude(claude: Path, base_url: str, tmp_path: Path) -> Run:

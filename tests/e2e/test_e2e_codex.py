@@ -1,5 +1,5 @@
 """End to end with a real agent: the Codex CLI over its default transport, the Responses API
-over WebSocket, against a stand-in (``responses_ws.py``) that calls ``exec_command`` with the
+over WebSocket, against a stand-in (``standin.responses_ws``) that calls ``exec_command`` with the
 Kimi-style id ``functions.exec_command:0`` in every tool turn.
 
 Codex is driven both ways it uses WebSocket: a custom provider with
@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from standin import ReuseUpstream
+from standin.responses_ws import FINAL_TEXT, ResponsesWsUpstream
 
 from toolid import codec
 
 from .cache import npm_bin
 from .conftest import MitmdumpPool, free_port
 from .helpers import run_headless
-from .responses_ws import FINAL_TEXT, ResponsesWsUpstream
-from .reuse_upstream import ReuseUpstream
 
 pytestmark = pytest.mark.e2e
 

@@ -17,6 +17,8 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from standin import API, FINAL_TEXT, MODEL, SAFE_ID, ReuseUpstream
+from standin.strict import StrictHost
 
 from .conftest import Mitmdump, MitmdumpPool
 from .helpers import (
@@ -26,9 +28,6 @@ from .helpers import (
     response_id_positions,
     sdk_http_client,
 )
-from .reuse_upstream import FINAL_TEXT, SAFE_ID, ReuseUpstream
-from .strict_hosts import StrictHost
-from .upstream import API, MODEL
 
 pytestmark = pytest.mark.e2e
 
