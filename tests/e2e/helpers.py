@@ -151,6 +151,13 @@ def request_id_positions(api: API, req: Any) -> list[tuple[str, str]]:
                 out.append(("call", it["call_id"]))
             elif it.get("type") == "function_call_output":
                 out.append(("call", it["call_id"]))
+    elif api in ("gemini", "code_assist"):
+        inner = req.get("request", {}) if api == "code_assist" else req
+        for content in inner.get("contents", []):
+            for part in content.get("parts", []):
+                for member in ("functionCall", "functionResponse"):
+                    if "id" in part.get(member, {}):
+                        out.append(("call", part[member]["id"]))
     else:
         for m in req.get("messages", []):
             content = m.get("content")

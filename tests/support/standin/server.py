@@ -41,8 +41,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from . import sse, wire
-from .apis import API, api_of, count_tool_results, endpoint, error_body, render, sdk_url
+from . import jsonarray, sse, wire
+from .apis import (
+    API,
+    StreamFraming,
+    api_of,
+    asks_to_stream,
+    count_tool_results,
+    endpoint,
+    error_body,
+    offers_tools,
+    render,
+    sdk_url,
+    stream_framing,
+)
 from .placeholders import call_ph, client_bytes, fill, item_ph, srv_ph
 from .replies import MODEL, Call, Reply, dumps, thirds, words
 from .tls import make_self_signed_cert
@@ -127,7 +139,7 @@ class Scenario:
     def turn_of(self, req: dict[str, Any], api: API) -> int:
         """The turn a request asks for (1-based): a tool turn while fewer than ``turns``
         are done (a turn is done once a result of it is in the history), else the final."""
-        if self.needs_tools and not req.get("tools"):
+        if self.needs_tools and not offers_tools(api, req):
             return self.turns + 1
         done = math.ceil(count_tool_results(api, req) / len(self.ids))
         return min(done, self.turns) + 1
@@ -174,11 +186,21 @@ class Scenario:
             server_tool_ids=[srv_ph(j) for j in range(len(self.server_tool_ids))],
         )
 
-    def templates(self, api: API, stream: bool, turn: int = 1, model: str = MODEL) -> list[bytes]:
-        """The answer's entity as byte templates: one per SSE event, or the document."""
+    def templates(
+        self,
+        api: API,
+        stream: bool,
+        turn: int = 1,
+        model: str = MODEL,
+        framing: StreamFraming = "sse",
+    ) -> list[bytes]:
+        """The answer's entity as byte templates: one per SSE event (or JSON-array element),
+        or the document."""
         doc = render(api, self.reply(api, turn, model), stream)
         if not stream:
             return [dumps(doc).encode("utf-8")]
+        if framing == "json-array":
+            return jsonarray.frames(doc)
         return sse.frames(doc, self.sse_style)
 
 
@@ -194,6 +216,7 @@ class Exchange:
     api: API | None = None
     turn: int = 0
     stream: bool = False
+    framing: StreamFraming = "sse"  # of a streamed answer
     status: int = 0
     error: str = ""  # the error message of a 4xx answer
     response_headers: list[tuple[str, str]] = field(default_factory=list)
@@ -444,11 +467,12 @@ class UpstreamServer:
             return await self._error(ex, writer, 400, CAP_MESSAGE)
         if sc.check is not None and (problem := sc.check(ex)):
             return await self._error(ex, writer, 400, problem)
-        ex.stream = req.get("stream") is True
+        ex.stream = asks_to_stream(ex.api, ex.path, req)
+        ex.framing = stream_framing(ex.api, ex.path)
         ex.turn = sc.turn_of(req, ex.api)
         model = req["model"] if sc.echo_model and isinstance(req.get("model"), str) else MODEL
         ex.placeholders = sc.placeholders(ex.turn)
-        parts = sc.templates(ex.api, ex.stream, ex.turn, model)
+        parts = sc.templates(ex.api, ex.stream, ex.turn, model, ex.framing)
         ex.template = b"".join(parts)
         filled = [fill(p, ex.placeholders, sc.ensure_ascii) for p in parts]
         ex.sent = b"".join(filled)
@@ -476,12 +500,13 @@ class UpstreamServer:
             pause_at = next((n + 1 for n, p in enumerate(parts) if b'"@@CALL' in p), 0)
         elif ex.stream:
             pause_at = min(sc.pause_after_events, len(filled))
-        first = self._split(b"".join(filled[:pause_at]), sc, rng) if pause_at else []
-        rest = self._split(b"".join(filled[pause_at:]), sc, rng)
+        split = self._split if ex.framing == "sse" else self._split_elements
+        first = split(filled[:pause_at], sc, rng) if pause_at else []
+        rest = split(filled[pause_at:], sc, rng)
         if use_gzip:
             comp = zlib.compressobj(wbits=31)
             if not ex.stream:
-                first, rest = [], self._split(gzip.compress(ex.sent, mtime=0), sc, rng)
+                first, rest = [], self._split([gzip.compress(ex.sent, mtime=0)], sc, rng)
             else:
                 first = [comp.compress(p) + comp.flush(zlib.Z_SYNC_FLUSH) for p in first]
                 rest = [comp.compress(p) + comp.flush(zlib.Z_SYNC_FLUSH) for p in rest]
@@ -514,7 +539,13 @@ class UpstreamServer:
 
     @staticmethod
     def _headers(ex: Exchange, use_gzip: bool, framing: Framing, rid: str) -> list[tuple[str, str]]:
-        ctype = "text/event-stream; charset=utf-8" if ex.stream else "application/json"
+        ctype = "application/json"
+        if ex.stream:
+            ctype = (
+                "text/event-stream; charset=utf-8"
+                if ex.framing == "sse"
+                else "application/json; charset=UTF-8"
+            )
         rh: list[tuple[str, str]] = [
             ("date", "Wed, 01 Oct 2025 12:00:00 GMT"),
             ("server", "uvicorn"),
@@ -533,8 +564,19 @@ class UpstreamServer:
         rh.append(("x-request-id", rid))
         return rh
 
+    @classmethod
+    def _split_elements(
+        cls, elements: list[bytes], sc: Scenario, rng: random.Random
+    ) -> list[bytes]:
+        """A JSON array's pieces as written: one write per element (``writes="events"``)."""
+        if sc.writes == "events":
+            return [e for e in elements if e]
+        return cls._split(elements, sc, rng)
+
     @staticmethod
-    def _split(data: bytes, sc: Scenario, rng: random.Random) -> list[bytes]:
+    def _split(parts: list[bytes], sc: Scenario, rng: random.Random) -> list[bytes]:
+        """SSE frames (or a document) as written: whole, event by event, or at random."""
+        data = b"".join(parts)
         if not data:
             return []
         if sc.writes == "whole":
