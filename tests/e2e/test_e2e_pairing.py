@@ -60,7 +60,28 @@ HISTORIES: dict[API, dict[str, Any]] = {
         ],
     },
 }
+GEMINI_HISTORY = {
+    "contents": [
+        {"role": "user", "parts": [{"text": "weather?"}]},
+        {"role": "model", "parts": [{"functionCall": {"id": CLIENT, "name": "w", "args": {}}}]},
+        {"role": "user", "parts": [{"text": "never mind"}]},
+        {"role": "model", "parts": [{"text": "ok"}]},
+        {"role": "user", "parts": [{"functionResponse": {"id": "call_zzz", "name": "w"}}]},
+    ]
+}
+HISTORIES["gemini"] = GEMINI_HISTORY
+HISTORIES["code_assist"] = {"model": "gemini-2.5-pro", "request": GEMINI_HISTORY}
+GEMINI_EXPECTED = [
+    f"missing-result {CLIENT} at {{at}}contents[1].parts[0].functionCall.id: Gemini answers "
+    '"Please ensure that the number of function response parts is equal to the number of '
+    'function call parts of the function call turn."',
+    "orphan-result call_zzz at {at}contents[4].parts[0].functionResponse.id: Gemini: a "
+    "functionResponse part answers id call_zzz, which no functionCall part of the model turn "
+    "before it has",
+]
 EXPECTED: dict[API, list[str]] = {
+    "gemini": [line.format(at="") for line in GEMINI_EXPECTED],
+    "code_assist": [line.format(at="request.") for line in GEMINI_EXPECTED],
     "chat": [
         f"missing-result {CLIENT} at messages[1].tool_calls[0].id: OpenAI Chat answers "
         '"An assistant message with',
