@@ -180,6 +180,21 @@ def test_the_recorded_documents_are_read_with_their_ids(name: str) -> None:
 
 
 @needs_it
+@pytest.mark.parametrize(("name", "envelope"), [("request", "request"), ("response", "response")])
+def test_gemini_documents_in_the_code_assist_envelope(name: str, envelope: str) -> None:
+    """Code Assist's envelope is rows of the table: the native parser reads a wrapped body with
+    the ids of the bare one, at paths under the envelope."""
+    doc = Doc(name)
+    bare = (DATA / f"gemini_{name}.json").read_bytes()
+    wrapped = b'{"model": "gemini-2.5-pro", "%s": %s, "traceId": "t"}' % (envelope.encode(), bare)
+    for kind in (doc, Doc.HISTORY) if doc is Doc.REQUEST else (doc,):
+        assert assert_vouched(wrapped, Api.GEMINI, kind)
+        inner = EXTENSION.id_spans(bare, prune.TABLES[(Api.GEMINI, kind)])
+        outer = EXTENSION.id_spans(wrapped, prune.TABLES[(Api.GEMINI, kind)])
+        assert [f"{envelope}.{row[4]}" for row in inner] == [row[4] for row in outer]
+
+
+@needs_it
 def test_the_recorded_events_are_read_with_their_ids() -> None:
     found = 0
     for path in sorted(DATA.glob("*.sse")):
