@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import logging
 import re
 from typing import Final
 
@@ -35,8 +34,6 @@ from toolid.occurrence import CallIds
 from toolid.positions import Api, Doc
 from toolid.stream import DEFAULT_MAX_EVENT_BYTES, PieceRewriter
 
-logger = logging.getLogger(__name__)
-
 # A chunk's payload (botocore service-2.json PayloadPart: {"bytes": blob}); the base64 literal,
 # which has no escapes to worry about, is replaced where it stands.
 _CHUNK_BYTES: Final = re.compile(rb'"bytes"\s*:\s*"([A-Za-z0-9+/=]*)"')
@@ -46,6 +43,9 @@ _CHUNK: Final = "chunk"
 
 class EventStreamRewriter(PieceRewriter):
     """Rewrite the tool-call ids of one ``application/vnd.amazon.eventstream`` body."""
+
+    _framer: FrameSplitter
+    _ended_inside = "the stream ended inside an eventstream frame (passed as is)"
 
     def __init__(
         self,
@@ -64,36 +64,13 @@ class EventStreamRewriter(PieceRewriter):
         self._inner = None if api is Api.CONVERSE else api  # the API inside chunk frames
         self.max_event_bytes = max_event_bytes
         self._converse_markers = body.id_markers(Api.CONVERSE, Doc.EVENT)
-        self._splitter = FrameSplitter()
-
-    @property
-    def held(self) -> int:
-        """How many bytes are held back now (the start of an incomplete frame)."""
-        return len(self._splitter)
-
-    def _take_held(self) -> bytes:
-        return self._splitter.take_tail()
-
-    def _tail(self) -> bytes:
-        tail = self._splitter.take_tail()
-        if tail:
-            self.problems.append("the stream ended inside an eventstream frame (passed as is)")
-        return tail
+        self._framer = FrameSplitter()
 
     def _frame(self, data: bytes) -> bytes:
-        return self._split(data)
-
-    def _split(self, data: bytes) -> bytes:
-        splitter = self._splitter
-        frames = splitter.feed(data)
-        out: list[bytes] = []
-        for index, frame in enumerate(frames):
-            try:
-                out.append(self._one_frame(frame))
-            except Exception as exc:
-                logger.debug("toolid eventstream rewriter failed", exc_info=True)
-                held = self._give_up(f"unexpected error ({exc!r})")
-                return b"".join([*out, *frames[index:], held])
+        splitter = self._framer
+        out = self._each(splitter.feed(data), self._one_frame, bytes)
+        if self._passthrough:
+            return b"".join(out)
         if splitter.error is not None:
             out.append(self._give_up(f"{splitter.error}: the rest of the stream passed as is"))
         elif len(splitter) > self.max_event_bytes:

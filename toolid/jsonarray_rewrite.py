@@ -14,20 +14,21 @@ as it comes, reported; anything unexpected switches the rest of the stream to pa
 
 from __future__ import annotations
 
-import logging
+from operator import itemgetter
 
 from toolid import body
 from toolid.body import Direction, Policy
-from toolid.jsonarray import ElementFramer
+from toolid.jsonarray import ElementFramer, Piece
 from toolid.occurrence import CallIds
 from toolid.positions import Api, Doc
 from toolid.stream import DEFAULT_MAX_EVENT_BYTES, PieceRewriter
 
-logger = logging.getLogger(__name__)
-
 
 class JsonArrayRewriter(PieceRewriter):
     """Rewrite the tool-call ids of one JSON-array response body streamed element by element."""
+
+    _framer: ElementFramer
+    _ended_inside = "the stream ended inside an array element (passed as is)"
 
     def __init__(
         self,
@@ -47,34 +48,19 @@ class JsonArrayRewriter(PieceRewriter):
         self._encodes = policy.direction is Direction.ENCODE
         self._framer = ElementFramer()
 
-    @property
-    def held(self) -> int:
-        """How many bytes are held back now (the start of an incomplete element)."""
-        return len(self._framer)
-
-    def _take_held(self) -> bytes:
-        return self._framer.take_tail()
-
-    def _tail(self) -> bytes:
-        tail = self._framer.take_tail()
-        if tail:
-            self.problems.append("the stream ended inside an array element (passed as is)")
-        return tail
-
     def _frame(self, data: bytes) -> bytes:
-        pieces = self._framer.feed(data)
-        out: list[bytes] = []
-        for index, (piece, element) in enumerate(pieces):
-            try:
-                out.append(self._element(piece) if element else piece)
-            except Exception as exc:
-                logger.debug("toolid JSON-array rewriter failed", exc_info=True)
-                held = self._give_up(f"unexpected error ({exc!r})")
-                return b"".join([*out, *(piece for piece, _ in pieces[index:]), held])
+        out = self._each(self._framer.feed(data), self._piece, itemgetter(0))
+        if self._passthrough:
+            return b"".join(out)
         if len(self._framer) > self.max_event_bytes:
             self._report_oversized()
             out.append(self._framer.release())
         return b"".join(out)
+
+    def _piece(self, piece: Piece) -> bytes:
+        """A piece of the framer: an element, or bytes between elements (as they are)."""
+        data, element = piece
+        return self._element(data) if element else data
 
     def _element(self, element: bytes) -> bytes:
         """One whole element: rewritten, or as it came."""

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import bisect
 import logging
+from collections.abc import Callable, Sequence
 from itertools import accumulate
-from typing import Final
+from operator import itemgetter
+from typing import ClassVar, Final, Protocol
 
 from toolid import body, decompress, locate
 from toolid.body import Change, Direction, Edit, Policy, RewriteError
@@ -33,12 +35,27 @@ _BOUNDARY_CONTEXT = 3  # bytes kept back while skipping an oversized event
 logger = logging.getLogger(__name__)
 
 
+class Holder(Protocol):
+    """A framer, as far as its rewriter's base reads it: what it holds of an incomplete event
+    or frame."""
+
+    def __len__(self) -> int: ...
+
+    def take_tail(self) -> bytes:
+        """Remove and return the held bytes."""
+        ...
+
+
 class PieceRewriter:
     """What every rewriter of a streamed body shares, whatever its framing: the decompressor in
-    front of it (when a server compresses anyway), the changes and problems it reports, and
-    pass-through once anything unexpected happens. A framing says how to frame and rewrite
-    decompressed bytes (``_frame``), what it holds (``held``, ``_take_held``) and what is left
-    at the end (``_tail``)."""
+    front of it (when a server compresses anyway), the changes and problems it reports, what
+    its framer holds (``held``), rewriting the pieces a framer gives one by one (``_each``) and
+    pass-through once anything unexpected happens. A framing sets its framer (``_framer``),
+    says how to frame and rewrite decompressed bytes (``_frame``) and what a body that ends
+    inside an event or frame is (``_ended_inside``)."""
+
+    _framer: Holder
+    _ended_inside: ClassVar[str] = ""  # the problem a body ending inside one is ("": none)
 
     def __init__(
         self, api: Api | None, policy: Policy, content_encoding: str, calls: CallIds | None
@@ -55,7 +72,7 @@ class PieceRewriter:
     @property
     def held(self) -> int:
         """How many bytes are held back now (the start of an incomplete event or frame)."""
-        raise NotImplementedError
+        return len(self._framer)
 
     @property
     def decodes(self) -> bool:
@@ -92,11 +109,31 @@ class PieceRewriter:
 
     def _take_held(self) -> bytes:
         """Remove and return the held bytes."""
-        raise NotImplementedError
+        return self._framer.take_tail()
 
     def _tail(self) -> bytes:
-        """What is held when the body ends (forwarded as it is)."""
-        return self._take_held()
+        """What is held when the body ends (forwarded as it is, reported if it is a problem)."""
+        tail = self._take_held()
+        if tail and self._ended_inside:
+            self.problems.append(self._ended_inside)
+        return tail
+
+    def _each[P](
+        self, pieces: Sequence[P], rewrite: Callable[[P], bytes], as_came: Callable[[P], bytes]
+    ) -> list[bytes]:
+        """Each of a framer's ``pieces`` rewritten, in order. On anything unexpected the rest of
+        the stream passes as it comes: that piece and those after it ``as_came``, then what the
+        framer holds."""
+        out: list[bytes] = []
+        for index, piece in enumerate(pieces):
+            try:
+                out.append(rewrite(piece))
+            except Exception as exc:
+                logger.debug("toolid stream rewriter failed", exc_info=True)
+                out.extend(as_came(rest) for rest in pieces[index:])
+                out.append(self._give_up(f"unexpected error ({exc!r})"))
+                break
+        return out
 
     def _rewrite(self, document: bytes, api: Api | None) -> tuple[bytes, Api | None]:
         """``document``, one event's JSON, with its ids rewritten (the very object when
@@ -123,6 +160,8 @@ class PieceRewriter:
 class StreamRewriter(PieceRewriter):
     """Rewrite the tool-call ids of one SSE response body."""
 
+    _framer: EventFramer
+
     def __init__(
         self,
         api: Api | None,
@@ -143,14 +182,6 @@ class StreamRewriter(PieceRewriter):
         self._framer = EventFramer()
         self._at_start = True
         self._skipping = False  # inside an oversized event: forward as it comes
-
-    @property
-    def held(self) -> int:
-        """How many bytes are held back now (the start of an incomplete event)."""
-        return len(self._framer)
-
-    def _take_held(self) -> bytes:
-        return self._framer.take_tail()
 
     def _frame(self, data: bytes) -> bytes:
         if (
@@ -174,17 +205,17 @@ class StreamRewriter(PieceRewriter):
             pieces = self._framer.feed_marked(data, None if self._skipping else markers)
         except Exception as exc:  # pragma: no cover - defensive: the framer is total
             return self._give_up(f"framing failed ({exc!r})")
-        out: list[bytes] = []
-        for index, (piece, unmarked) in enumerate(pieces):
-            try:
-                out.append(self._unmarked(piece) if unmarked else self._event(piece))
-            except Exception as exc:
-                logger.debug("toolid stream rewriter failed", exc_info=True)
-                held = self._give_up(f"unexpected error ({exc!r})")
-                return b"".join(out) + b"".join(piece for piece, _ in pieces[index:]) + held
+        out = self._each(pieces, self._marked_piece, itemgetter(0))
+        if self._passthrough:
+            return b"".join(out)
         if self._skipping or len(self._framer) > self.max_event_bytes:
             out.append(self._skip_oversized())
         return b"".join(out)
+
+    def _marked_piece(self, piece: tuple[bytes, bool]) -> bytes:
+        """A piece of ``feed_marked``: a run of events without a marker, or one event."""
+        data, unmarked = piece
+        return self._unmarked(data) if unmarked else self._event(data)
 
     def _located_in_pieces(self, data: bytes) -> bool:
         """Whether ``locate.events`` may frame ``data`` and locate its ids: encoding a known
