@@ -28,11 +28,9 @@ import re
 from typing import Final
 
 from toolid import body, eventstream
-from toolid.body import Policy
 from toolid.eventstream import FrameError, FrameSplitter
-from toolid.occurrence import CallIds
 from toolid.positions import Api, Doc
-from toolid.stream import DEFAULT_MAX_EVENT_BYTES, PieceRewriter
+from toolid.stream import PieceRewriter
 
 # A chunk's payload (botocore service-2.json PayloadPart: {"bytes": blob}); the base64 literal,
 # which has no escapes to worry about, is replaced where it stands.
@@ -47,22 +45,11 @@ class EventStreamRewriter(PieceRewriter):
     _framer: FrameSplitter
     _ended_inside = "the stream ended inside an eventstream frame (passed as is)"
 
-    def __init__(
-        self,
-        api: Api | None,
-        policy: Policy,
-        *,
-        content_encoding: str = "",
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-        calls: CallIds | None = None,
-    ) -> None:
-        """``api``: the request's API: Converse for ConverseStream, the model's (Messages, or
-        None to recognise each event by its shape) for InvokeModelWithResponseStream.
-
-        Raises ValueError for a content-encoding it cannot decode."""
-        super().__init__(api, policy, content_encoding, calls)
-        self._inner = None if api is Api.CONVERSE else api  # the API inside chunk frames
-        self.max_event_bytes = max_event_bytes
+    def _start(self) -> None:
+        # The API inside chunk frames: the request's is Converse for ConverseStream, the
+        # model's (Messages, or None: recognised by each event's shape) for
+        # InvokeModelWithResponseStream.
+        self._inner = None if self.api is Api.CONVERSE else self.api
         self._converse_markers = body.id_markers(Api.CONVERSE, Doc.EVENT)
         self._framer = FrameSplitter()
 

@@ -17,11 +17,10 @@ from __future__ import annotations
 from operator import itemgetter
 
 from toolid import body
-from toolid.body import Direction, Policy
+from toolid.body import Direction
 from toolid.jsonarray import ElementFramer, Piece
-from toolid.occurrence import CallIds
-from toolid.positions import Api, Doc
-from toolid.stream import DEFAULT_MAX_EVENT_BYTES, PieceRewriter
+from toolid.positions import Doc
+from toolid.stream import PieceRewriter
 
 
 class JsonArrayRewriter(PieceRewriter):
@@ -30,22 +29,9 @@ class JsonArrayRewriter(PieceRewriter):
     _framer: ElementFramer
     _ended_inside = "the stream ended inside an array element (passed as is)"
 
-    def __init__(
-        self,
-        api: Api | None,
-        policy: Policy,
-        *,
-        content_encoding: str = "",
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-        calls: CallIds | None = None,
-    ) -> None:
-        """``api``: the request's API (Gemini; None: recognised by the first element's shape).
-
-        Raises ValueError for a content-encoding it cannot decode."""
-        super().__init__(api, policy, content_encoding, calls)
-        self.max_event_bytes = max_event_bytes
-        self._markers = body.id_markers(api, Doc.EVENT)
-        self._encodes = policy.direction is Direction.ENCODE
+    def _start(self) -> None:
+        self._markers = body.id_markers(self.api, Doc.EVENT)
+        self._encodes = self.policy.direction is Direction.ENCODE
         self._framer = ElementFramer()
 
     def _frame(self, data: bytes) -> bytes:

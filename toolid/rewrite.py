@@ -166,8 +166,7 @@ class ResponseStream:
         framing: Framing = "sse",
     ) -> None:
         """Raises ValueError for a content-encoding it cannot decode."""
-        rewriters: dict[Framing, type[StreamRewriter | EventStreamRewriter | JsonArrayRewriter]]
-        rewriters = {
+        rewriters: dict[Framing, type[PieceRewriter]] = {
             "sse": StreamRewriter,
             "eventstream": EventStreamRewriter,
             "json-array": JsonArrayRewriter,

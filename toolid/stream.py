@@ -50,24 +50,42 @@ class PieceRewriter:
     """What every rewriter of a streamed body shares, whatever its framing: the decompressor in
     front of it (when a server compresses anyway), the changes and problems it reports, what
     its framer holds (``held``), rewriting the pieces a framer gives one by one (``_each``) and
-    pass-through once anything unexpected happens. A framing sets its framer (``_framer``),
-    says how to frame and rewrite decompressed bytes (``_frame``) and what a body that ends
-    inside an event or frame is (``_ended_inside``)."""
+    pass-through once anything unexpected happens. A framing sets up its framer
+    (``_framer``) and its own state (``_start``), says how to frame and rewrite decompressed
+    bytes (``_frame``) and what a body that ends inside an event or frame is
+    (``_ended_inside``)."""
 
     _framer: Holder
     _ended_inside: ClassVar[str] = ""  # the problem a body ending inside one is ("": none)
 
     def __init__(
-        self, api: Api | None, policy: Policy, content_encoding: str, calls: CallIds | None
+        self,
+        api: Api | None,
+        policy: Policy,
+        *,
+        content_encoding: str = "",
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        calls: CallIds | None = None,
     ) -> None:
-        """Raises ValueError for a content-encoding it cannot decode."""
+        """``api``: the request's API (None: recognised by the events' shape). ``calls``: the
+        client ids of this response's tool calls, given once per call across all its events
+        (with the ids its request takes; see ``toolid.occurrence``). An event or frame larger
+        than ``max_event_bytes`` passes unchanged.
+
+        Raises ValueError for a content-encoding it cannot decode."""
         self.api = api  # the API the stream is read as (None until recognised)
         self.policy = policy
         self.calls = calls or CallIds(policy.profile)
+        self.max_event_bytes = max_event_bytes
         self.changes: list[Change] = []
         self.problems: list[str] = []
         self._decoder = decompress.for_encoding(content_encoding)
         self._passthrough = False  # after something unexpected: forward everything as is
+        self._start()
+
+    def _start(self) -> None:
+        """Set up the framer and the framing's own state."""
+        raise NotImplementedError
 
     @property
     def held(self) -> int:
@@ -162,23 +180,9 @@ class StreamRewriter(PieceRewriter):
 
     _framer: EventFramer
 
-    def __init__(
-        self,
-        api: Api | None,
-        policy: Policy,
-        *,
-        content_encoding: str = "",
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-        calls: CallIds | None = None,
-    ) -> None:
-        """``calls``: the client ids of this response's tool calls, given once per call
-        across all its events (with the ids its request takes; see ``toolid.occurrence``).
-
-        Raises ValueError for a content-encoding it cannot decode."""
-        super().__init__(api, policy, content_encoding, calls)
-        self._markers = body.id_markers(api, Doc.EVENT)
-        self._encodes = policy.direction is Direction.ENCODE  # ids made safe, not restored
-        self.max_event_bytes = max_event_bytes
+    def _start(self) -> None:
+        self._markers = body.id_markers(self.api, Doc.EVENT)
+        self._encodes = self.policy.direction is Direction.ENCODE  # ids made safe, not restored
         self._framer = EventFramer()
         self._at_start = True
         self._skipping = False  # inside an oversized event: forward as it comes
