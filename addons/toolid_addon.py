@@ -183,7 +183,8 @@ class ToolId:
             "toolid_max_event_bytes",
             int,
             DEFAULT_MAX_EVENT_BYTES,
-            "Largest streamed (SSE) event toolid rewrites; larger events pass unchanged.",
+            "Largest streamed event (SSE event, eventstream frame, JSON-array element) toolid "
+            "rewrites; larger ones pass unchanged.",
         )
         loader.add_option(
             "toolid_websocket",

@@ -33,6 +33,8 @@ Side = Literal["request", "response"]
 Kind = Literal["json", "sse"]
 
 STRICT_RULE: Final = "[A-Za-z0-9_-]+"
+#: The APIs that stream a JSON array, element by element (Gemini without ``?alt=sse``).
+ARRAY_STREAMS: Final = frozenset({Api.GEMINI})
 API_NAMES: Final[dict[Api, str]] = {
     Api.CHAT: "OpenAI Chat Completions",
     Api.RESPONSES: "OpenAI Responses",
@@ -191,12 +193,13 @@ def _array_stream_ids(elements: list[Any], api: Api | None, deep: bool) -> list[
 
 
 def element_stream(document: Any) -> bool:
-    """Whether ``document`` is a JSON array of streamed events of known APIs (a JSON-array
-    stream, as Gemini writes one), not a saved conversation."""
+    """Whether ``document`` is a JSON-array stream (Gemini's ``:streamGenerateContent``
+    without ``?alt=sse``: every element a streamed event of an API of ``ARRAY_STREAMS``), not
+    a saved conversation."""
     return (
         isinstance(document, list)
         and bool(document)
-        and all(api_from_shape(element, Doc.EVENT) is not None for element in document)
+        and all(api_from_shape(element, Doc.EVENT) in ARRAY_STREAMS for element in document)
     )
 
 
