@@ -8,8 +8,9 @@ Each loop is one raw id (``functions.<tool>:0``, not ``[A-Za-z0-9_-]+``) put on 
 
 Through toolid an agent completes every loop, the k-th call of the run reaches it as
 ``codec.encode(raw, "safe", k)`` (distinct and safe), and the stand-in gets its own raw id back
-at every position, and nothing else. ``stop_leftovers`` finds the processes a run left behind
-(a daemon an agent detached) and stops them, by their pids.
+at every position, and nothing else. ``https_front`` puts the stand-in behind TLS, for agents
+that go through toolid as an HTTPS proxy; ``stop_leftovers`` finds the processes a run left
+behind (a daemon an agent detached) and stops them, by their pids.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from urllib.parse import urlsplit
 
 from toolid import codec
 
+from .conftest import Mitmdump, MitmdumpPool
 from .helpers import request_id_positions
 from .reuse_upstream import ReuseUpstream, count_tool_results
 
@@ -76,6 +78,19 @@ def origin(url: str) -> str:
     """``scheme://host:port`` of ``url`` (a reverse-mode proxy's upstream)."""
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
+
+
+def https_front(mitm: MitmdumpPool, up: ReuseUpstream) -> str:
+    """An ``https://`` origin for the stand-in (which speaks plain HTTP): a reverse-mode
+    mitmdump that terminates TLS and changes nothing (``toolid_mode=observe``)."""
+    front = mitm.get(mode=f"reverse:{origin(up.sdk_url('chat'))}", toolid_mode="observe")
+    return front.url.replace("http://", "https://", 1)
+
+
+def https_proxy(mitm: MitmdumpPool) -> Mitmdump:
+    """toolid as an HTTPS proxy (regular mode) that reaches 127.0.0.1 only: an agent's own
+    services never reach the network from a test."""
+    return mitm.get(connection_strategy="lazy", block_list="/!~d 127.0.0.1/444")
 
 
 def model_requests(up: ReuseUpstream, api: AgentAPI) -> list[Any]:

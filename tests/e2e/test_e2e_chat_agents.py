@@ -15,7 +15,7 @@ history it replays: its ``tool_use`` and ``tool_result`` blocks) and kimi-cli's
 Each agent (pinned) is installed by the first run into the cache of ``cache.py``; later runs
 reuse it. Cline runs with ``CLINE_SESSION_BACKEND_MODE=local``: in its default mode it starts a
 detached "hub" daemon on a fixed port, which concurrent runs would share; every run also stops,
-and fails on, any process left with its HOME.
+and fails on, any process left running with its HOME.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from .agent_loops import (
     Loop,
     check_client_ids,
     check_upstream_got_its_own_ids,
+    https_front,
+    https_proxy,
     kimi_id,
     model_requests,
     origin,
@@ -229,14 +231,15 @@ def run_agent(
     if ca_cert is not None:
         env[agent.ca_variable] = str(ca_cert)
     ran = run_headless(cmd, work, env | agent.env, RUN_TIMEOUT)
-    leftovers = stop_leftovers(home)
-    return Run(ran, agent.kept(home, ran), leftovers)
+    run = Run(ran, agent.kept(home, ran), stop_leftovers(home))
+    assert not run.leftovers, f"{agent} left processes running (stopped now): {run.summary()}"
+    return run
 
 
 @pytest.fixture(params=AGENTS, ids=str)
 def agent(request: pytest.FixtureRequest) -> Agent:
-    agent: Agent = request.param
-    return agent
+    chosen: Agent = request.param
+    return chosen
 
 
 @pytest.mark.parametrize("loop", LOOPS, ids=str)
@@ -247,7 +250,6 @@ def test_through_toolid_the_agent_completes(
     with loop.upstream(raw, agent.tool, agent.arguments) as up:
         proxy = mitm.get(mode=f"reverse:{origin(up.sdk_url('chat'))}")
         run = run_agent(agent, proxy.url + "/v1", tmp_path)
-        assert not run.leftovers, run.summary()
         assert run.ran.returncode == 0 and run.kept.final_text == FINAL_TEXT, run.summary()
         assert not run.kept.errors, run.summary()
         check_client_ids(run.kept.calls, run.kept.results, loop, raw)
@@ -264,7 +266,6 @@ def test_without_toolid(agent: Agent, loop: Loop, tmp_path: Path) -> None:
     with loop.upstream(raw, agent.tool, agent.arguments) as up:
         run = run_agent(agent, up.sdk_url("chat"), tmp_path)
         reqs = model_requests(up, "chat")
-    assert not run.leftovers, run.summary()
     assert not codec.is_strict_safe(raw) and set(run.kept.calls) == {raw}, run.summary()
     if agent.merges_parallel_calls and loop.parallel > 1:
         assert count_tool_results("chat", reqs[1].json) == 1, run.summary()
@@ -273,3 +274,16 @@ def test_without_toolid(agent: Agent, loop: Loop, tmp_path: Path) -> None:
     else:
         assert run.ran.returncode == 0 and run.kept.final_text == FINAL_TEXT, run.summary()
         assert run.kept.calls == [raw] * loop.calls and not run.kept.errors, run.summary()
+
+
+def test_through_toolid_as_an_https_proxy(agent: Agent, mitm: MitmdumpPool, tmp_path: Path) -> None:
+    """An ``https://`` base URL, ``HTTPS_PROXY`` at toolid in regular mode, and mitmproxy's CA
+    in the agent's CA variable: the three-turn loop completes, rewritten."""
+    loop, raw = LOOPS[1], kimi_id(agent.tool)
+    with loop.upstream(raw, agent.tool, agent.arguments) as up:
+        proxy = https_proxy(mitm)
+        base_url = https_front(mitm, up) + "/v1"
+        run = run_agent(agent, base_url, tmp_path, https_proxy=proxy.url, ca_cert=proxy.ca_cert)
+        assert run.ran.returncode == 0 and run.kept.final_text == FINAL_TEXT, run.summary()
+        check_client_ids(run.kept.calls, run.kept.results, loop, raw)
+        check_upstream_got_its_own_ids(up, "chat", loop, raw)

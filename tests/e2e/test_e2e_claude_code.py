@@ -5,7 +5,8 @@ Claude Code takes the id as the identity of a call: without toolid it keeps one 
 the "same" call, asks again, and never ends (the stand-in cuts it off after
 ``CAP`` requests); through a reverse-mode mitmdump with toolid it sees three distinct ids
 and completes in three tool turns and a final answer, while the stand-in only ever sees its
-own ``functions.Glob:0``.
+own ``functions.Glob:0``. As an HTTPS proxy, Claude Code trusts mitmproxy's CA through
+``NODE_EXTRA_CA_CERTS``.
 
 Claude Code (npm ``@anthropic-ai/claude-code``, pinned) is installed by the first run into
 the cache of ``cache.py``; later runs reuse it.
@@ -21,12 +22,15 @@ from typing import Any
 
 import pytest
 
+from toolid import codec
+
+from .agent_loops import https_front, https_proxy
 from .cache import npm_bin
 from .conftest import MitmdumpPool
 from .helpers import request_id_positions, run_headless
 from .reuse_upstream import CAP_MESSAGE, FINAL_TEXT, ReuseUpstream, count_tool_results
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.agent]
 
 CLAUDE_CODE = ("@anthropic-ai/claude-code", "2.1.197")
 KIMI = "functions.Glob:0"
@@ -67,9 +71,17 @@ class Run:
         return found[0]
 
 
-def run_claude(claude: Path, base_url: str, tmp_path: Path) -> Run:
+def run_claude(
+    claude: Path,
+    base_url: str,
+    tmp_path: Path,
+    *,
+    https_proxy: str | None = None,
+    ca_cert: Path | None = None,
+) -> Run:
     """``claude -p`` headless in a temp HOME and working directory holding three .txt files,
-    with ANTHROPIC_BASE_URL at ``base_url``, stdin from /dev/null, killed after RUN_TIMEOUT."""
+    with ANTHROPIC_BASE_URL at ``base_url``, stdin from /dev/null, killed after RUN_TIMEOUT;
+    given ``https_proxy``, through that proxy, trusting ``ca_cert``."""
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
@@ -85,6 +97,10 @@ def run_claude(claude: Path, base_url: str, tmp_path: Path) -> Run:
         "DISABLE_AUTOUPDATER": "1",
         "CLAUDE_CODE_MAX_RETRIES": "1",
     }
+    if https_proxy is not None:
+        env |= {"HTTPS_PROXY": https_proxy, "HTTP_PROXY": https_proxy}
+    if ca_cert is not None:
+        env["NODE_EXTRA_CA_CERTS"] = str(ca_cert)
     cmd = [
         str(claude),
         "-p",
@@ -145,3 +161,18 @@ def test_through_toolid_claude_code_completes(
         positions = request_id_positions("anthropic", rec.json)
         assert Counter(k for k, _ in positions) == Counter({"call": t, "ref": t}), positions
         assert {v for _, v in positions} <= {KIMI}, f"request {t + 1}: stand-in got {positions!r}"
+
+
+def test_through_toolid_as_an_https_proxy(claude: Path, tmp_path: Path, mitm: MitmdumpPool) -> None:
+    """An ``https://`` ANTHROPIC_BASE_URL, ``HTTPS_PROXY`` at toolid in regular mode and
+    ``NODE_EXTRA_CA_CERTS`` at mitmproxy's CA: three distinct ids, the final answer."""
+    with ReuseUpstream(ids=[KIMI], turns=TURNS, max_requests=CAP) as up:
+        proxy = https_proxy(mitm)
+        run = run_claude(
+            claude, https_front(mitm, up), tmp_path, https_proxy=proxy.url, ca_cert=proxy.ca_cert
+        )
+        reqs = up.model_requests("anthropic")
+    assert len(reqs) == TURNS + 1 and run.returncode == 0, run.events[-1:]
+    assert run.tool_use_ids() == [codec.encode(KIMI, "safe", k) for k in range(1, TURNS + 1)]
+    assert run.result()["result"] == FINAL_TEXT
+    assert {v for r in reqs for _, v in request_id_positions("anthropic", r.json)} == {KIMI}

@@ -10,6 +10,13 @@ ids (one per call), and the stand-in only ever gets its own id back. Without too
 rollout holds the raw id, unsafe, and the same one for every call. With
 ``toolid_websocket=refuse`` Codex falls back to HTTP at once, where toolid rewrites as ever.
 
+Over HTTP POST (a custom provider without ``supports_websockets``), against the reuse stand-in,
+Codex runs the loops of ``agent_loops.py``: through toolid it completes each with one safe id
+per call in its rollout and the stand-in gets its own id back; without toolid it completes
+too (it does not break), with the raw id, unsafe, for every call of the run. As an HTTPS proxy,
+it trusts mitmproxy's CA through ``CODEX_CA_CERTIFICATE`` or ``SSL_CERT_FILE``, over both
+transports.
+
 Codex (npm ``@openai/codex``, pinned) is installed by the first run into the cache of
 ``cache.py``; later runs reuse it.
 """
@@ -27,13 +34,24 @@ import pytest
 
 from toolid import codec
 
+from .agent_loops import (
+    LOOPS,
+    Loop,
+    check_client_ids,
+    check_upstream_got_its_own_ids,
+    https_front,
+    https_proxy,
+    model_requests,
+    origin,
+)
 from .cache import npm_bin
 from .conftest import MitmdumpPool, free_port
 from .helpers import run_headless
 from .responses_ws import FINAL_TEXT, ResponsesWsUpstream
+from .reuse_upstream import FINAL_TEXT as HTTP_FINAL_TEXT
 from .reuse_upstream import ReuseUpstream
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.agent]
 
 CODEX = ("@openai/codex", "0.171.0")
 KIMI = "functions.exec_command:0"
@@ -41,7 +59,8 @@ TURNS = 2
 RUN_TIMEOUT = 60.0  # seconds for one headless run, after which it is killed
 PROMPT = "Run `echo hello` with exec_command, then tell me what it printed."
 BETA = "responses_websockets=2026-02-06"
-PROVIDERS = ["custom", "builtin"]
+PROVIDERS = ["custom", "builtin"]  # the ones that use WebSocket
+ECHO = '{"cmd": "echo hello"}'  # exec_command's arguments
 
 
 @pytest.fixture(scope="module")
@@ -57,15 +76,16 @@ def ws_upstream() -> Iterator[ResponsesWsUpstream]:
 
 
 def config(provider: str, base_url: str) -> str:
-    """``config.toml`` for Codex: a custom provider that allows WebSocket, or the built-in
-    ``openai`` provider at another base URL (WebSocket is its default)."""
+    """``config.toml`` for Codex: a custom provider that allows WebSocket (``custom``) or not
+    (``http``: HTTP POST only), or the built-in ``openai`` provider at another base URL
+    (WebSocket is its default)."""
     if provider == "builtin":
         return f'model = "gpt-5.1"\nopenai_base_url = "{base_url}"\n'
     return (
         'model = "kimi-k3"\nmodel_provider = "standin"\n\n[model_providers.standin]\n'
         f'name = "standin"\nbase_url = "{base_url}"\nwire_api = "responses"\n'
         'env_key = "STANDIN_KEY"\nrequest_max_retries = 0\nstream_max_retries = 0\n'
-        "supports_websockets = true\n"
+        + ("supports_websockets = true\n" if provider == "custom" else "")
     )
 
 
@@ -201,9 +221,7 @@ def test_refused_websocket_falls_back_to_http(
 ) -> None:
     """``toolid_websocket=refuse``: the upgrade gets 426, Codex goes on over HTTP POST (at
     once, no retries), and toolid rewrites there as for any HTTP client."""
-    with ReuseUpstream(
-        ids=[KIMI], name="exec_command", arguments='{"cmd": "echo hello"}', turns=TURNS
-    ) as up:
+    with ReuseUpstream(ids=[KIMI], name="exec_command", arguments=ECHO, turns=TURNS) as up:
         proxy = mitm.get(mode=f"reverse:{up.base_url}", toolid_websocket="refuse")
         run = run_codex(codex, "custom", proxy.url + "/v1", tmp_path)
         reqs = up.model_requests("responses")
@@ -254,3 +272,58 @@ def test_parallel_calls_with_one_id_get_one_client_id_each(
     assert run.rollout_ids("function_call") == expected, run.summary()
     assert sorted(run.rollout_ids("function_call_output")) == expected, run.summary()
     assert got == [KIMI, KIMI] and not up.violations and not up.http_requests
+
+
+# ----------------------------------------------------------------------------- over HTTP
+
+
+@pytest.mark.parametrize("loop", LOOPS, ids=str)
+def test_over_http_through_toolid_codex_completes(
+    codex: Path, mitm: MitmdumpPool, tmp_path: Path, loop: Loop
+) -> None:
+    with loop.upstream(KIMI, "exec_command", ECHO) as up:
+        proxy = mitm.get(mode=f"reverse:{origin(up.sdk_url('responses'))}")
+        run = run_codex(codex, "http", proxy.url + "/v1", tmp_path)
+        assert run.returncode == 0 and run.final_text() == HTTP_FINAL_TEXT, run.summary()
+        calls, outputs = run.rollout_ids("function_call"), run.rollout_ids("function_call_output")
+        check_client_ids(calls, outputs, loop, KIMI)
+        check_upstream_got_its_own_ids(up, "responses", loop, KIMI)
+        assert len(model_requests(up, "responses")) == len(up.requests), "not only HTTP POSTs"
+
+
+@pytest.mark.parametrize("loop", LOOPS, ids=str)
+def test_over_http_without_toolid_the_raw_id_reaches_codexs_rollout(
+    codex: Path, tmp_path: Path, loop: Loop
+) -> None:
+    """Straight at the stand-in: Codex completes, and stores the raw id, unsafe, for every
+    call of the run (two parallel calls included): one identity for all of them."""
+    with loop.upstream(KIMI, "exec_command", ECHO) as up:
+        run = run_codex(codex, "http", up.sdk_url("responses"), tmp_path)
+    assert run.returncode == 0 and run.final_text() == HTTP_FINAL_TEXT, run.summary()
+    assert run.rollout_ids("function_call") == [KIMI] * loop.calls, run.summary()
+    assert run.rollout_ids("function_call_output") == [KIMI] * loop.calls, run.summary()
+    assert not codec.is_strict_safe(KIMI)
+
+
+@pytest.mark.parametrize("ca_variable", ["CODEX_CA_CERTIFICATE", "SSL_CERT_FILE"])
+def test_over_http_through_toolid_as_an_https_proxy(
+    codex: Path, mitm: MitmdumpPool, tmp_path: Path, ca_variable: str
+) -> None:
+    """An ``https://`` base URL, ``HTTPS_PROXY`` at toolid in regular mode, mitmproxy's CA
+    in ``ca_variable``: the three-turn loop over HTTP POST, rewritten."""
+    loop = LOOPS[1]
+    with loop.upstream(KIMI, "exec_command", ECHO) as up:
+        proxy = https_proxy(mitm)
+        run = run_codex(
+            codex,
+            "http",
+            https_front(mitm, up) + "/v1",
+            tmp_path,
+            https_proxy=proxy.url,
+            ca_cert=proxy.ca_cert,
+            ca_variable=ca_variable,
+        )
+        assert run.returncode == 0 and run.final_text() == HTTP_FINAL_TEXT, run.summary()
+        calls, outputs = run.rollout_ids("function_call"), run.rollout_ids("function_call_output")
+        check_client_ids(calls, outputs, loop, KIMI)
+        check_upstream_got_its_own_ids(up, "responses", loop, KIMI)
