@@ -66,7 +66,8 @@ class Loop:
         return [codec.encode(raw, "safe", k) for k in range(1, self.calls + 1)]
 
 
-LOOPS = [Loop("one-turn", 1, 1), Loop("three-turns", 1, 3), Loop("two-parallel", 2, 1)]
+THREE_TURNS = Loop("three-turns", 1, 3)
+LOOPS = [Loop("one-turn", 1, 1), THREE_TURNS, Loop("two-parallel", 2, 1)]
 
 
 def kimi_id(tool: str) -> str:
@@ -100,6 +101,15 @@ def model_requests(up: ReuseUpstream, api: AgentAPI) -> list[Any]:
         for r in up.requests
         if r.method == "POST" and r.path.split("?", 1)[0].endswith(_ENDPOINT[api])
     ]
+
+
+def check_through_toolid(
+    up: ReuseUpstream, api: AgentAPI, loop: Loop, raw: str, *, calls: list[str], results: list[str]
+) -> None:
+    """``loop`` ran through toolid: the agent kept ``calls`` (its calls' ids) and ``results``
+    (the ids its results name); see the two checks."""
+    check_client_ids(calls, results, loop, raw)
+    check_upstream_got_its_own_ids(up, api, loop, raw)
 
 
 def check_client_ids(calls: list[str], results: list[str], loop: Loop, raw: str) -> None:

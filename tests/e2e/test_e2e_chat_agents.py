@@ -32,9 +32,9 @@ from toolid import codec
 
 from .agent_loops import (
     LOOPS,
+    THREE_TURNS,
     Loop,
-    check_client_ids,
-    check_upstream_got_its_own_ids,
+    check_through_toolid,
     https_front,
     https_proxy,
     kimi_id,
@@ -246,14 +246,15 @@ def agent(request: pytest.FixtureRequest) -> Agent:
 def test_through_toolid_the_agent_completes(
     agent: Agent, loop: Loop, mitm: MitmdumpPool, tmp_path: Path
 ) -> None:
+    """Through a reverse-mode mitmdump with toolid: the final answer, one distinct safe id per
+    call, no failed tool, and the stand-in only ever got its own id."""
     raw = kimi_id(agent.tool)
     with loop.upstream(raw, agent.tool, agent.arguments) as up:
         proxy = mitm.get(mode=f"reverse:{origin(up.sdk_url('chat'))}")
         run = run_agent(agent, proxy.url + "/v1", tmp_path)
         assert run.ran.returncode == 0 and run.kept.final_text == FINAL_TEXT, run.summary()
         assert not run.kept.errors, run.summary()
-        check_client_ids(run.kept.calls, run.kept.results, loop, raw)
-        check_upstream_got_its_own_ids(up, "chat", loop, raw)
+        check_through_toolid(up, "chat", loop, raw, calls=run.kept.calls, results=run.kept.results)
 
 
 @pytest.mark.parametrize("loop", LOOPS, ids=str)
@@ -279,11 +280,10 @@ def test_without_toolid(agent: Agent, loop: Loop, tmp_path: Path) -> None:
 def test_through_toolid_as_an_https_proxy(agent: Agent, mitm: MitmdumpPool, tmp_path: Path) -> None:
     """An ``https://`` base URL, ``HTTPS_PROXY`` at toolid in regular mode, and mitmproxy's CA
     in the agent's CA variable: the three-turn loop completes, rewritten."""
-    loop, raw = LOOPS[1], kimi_id(agent.tool)
+    loop, raw = THREE_TURNS, kimi_id(agent.tool)
     with loop.upstream(raw, agent.tool, agent.arguments) as up:
         proxy = https_proxy(mitm)
         base_url = https_front(mitm, up) + "/v1"
         run = run_agent(agent, base_url, tmp_path, https_proxy=proxy.url, ca_cert=proxy.ca_cert)
         assert run.ran.returncode == 0 and run.kept.final_text == FINAL_TEXT, run.summary()
-        check_client_ids(run.kept.calls, run.kept.results, loop, raw)
-        check_upstream_got_its_own_ids(up, "chat", loop, raw)
+        check_through_toolid(up, "chat", loop, raw, calls=run.kept.calls, results=run.kept.results)

@@ -36,9 +36,9 @@ from toolid import codec
 
 from .agent_loops import (
     LOOPS,
+    THREE_TURNS,
     Loop,
-    check_client_ids,
-    check_upstream_got_its_own_ids,
+    check_through_toolid,
     https_front,
     https_proxy,
     model_requests,
@@ -286,8 +286,7 @@ def test_over_http_through_toolid_codex_completes(
         run = run_codex(codex, "http", proxy.url + "/v1", tmp_path)
         assert run.returncode == 0 and run.final_text() == HTTP_FINAL_TEXT, run.summary()
         calls, outputs = run.rollout_ids("function_call"), run.rollout_ids("function_call_output")
-        check_client_ids(calls, outputs, loop, KIMI)
-        check_upstream_got_its_own_ids(up, "responses", loop, KIMI)
+        check_through_toolid(up, "responses", loop, KIMI, calls=calls, results=outputs)
         assert len(model_requests(up, "responses")) == len(up.requests), "not only HTTP POSTs"
 
 
@@ -311,7 +310,7 @@ def test_over_http_through_toolid_as_an_https_proxy(
 ) -> None:
     """An ``https://`` base URL, ``HTTPS_PROXY`` at toolid in regular mode, mitmproxy's CA
     in ``ca_variable``: the three-turn loop over HTTP POST, rewritten."""
-    loop = LOOPS[1]
+    loop = THREE_TURNS
     with loop.upstream(KIMI, "exec_command", ECHO) as up:
         proxy = https_proxy(mitm)
         run = run_codex(
@@ -325,5 +324,4 @@ def test_over_http_through_toolid_as_an_https_proxy(
         )
         assert run.returncode == 0 and run.final_text() == HTTP_FINAL_TEXT, run.summary()
         calls, outputs = run.rollout_ids("function_call"), run.rollout_ids("function_call_output")
-        check_client_ids(calls, outputs, loop, KIMI)
-        check_upstream_got_its_own_ids(up, "responses", loop, KIMI)
+        check_through_toolid(up, "responses", loop, KIMI, calls=calls, results=outputs)
