@@ -8,9 +8,10 @@ Each loop is one raw id (``functions.<tool>:0``, not ``[A-Za-z0-9_-]+``) put on 
 
 Through toolid an agent completes every loop, the k-th call of the run reaches it as
 ``codec.encode(raw, "safe", k)`` (distinct and safe), and the stand-in gets its own raw id back
-at every position, and nothing else. ``https_front`` puts the stand-in behind TLS, for agents
-that go through toolid as an HTTPS proxy; ``stop_leftovers`` finds the processes a run left
-behind (a daemon an agent detached) and stops them, by their pids.
+at every position, and nothing else. ``proxy_env`` keeps a run off the network (or sends it
+through toolid as an HTTPS proxy, ``https_proxy``, to a stand-in behind TLS, ``https_front``);
+``stop_leftovers`` finds the processes a run left behind (a daemon an agent detached) and
+stops them, by their pids.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from urllib.parse import urlsplit
 
 from toolid import codec
 
-from .conftest import Mitmdump, MitmdumpPool
+from .conftest import Mitmdump, MitmdumpPool, free_port
 from .helpers import request_id_positions
 from .reuse_upstream import ReuseUpstream, count_tool_results
 
@@ -92,6 +93,19 @@ def https_proxy(mitm: MitmdumpPool) -> Mitmdump:
     """toolid as an HTTPS proxy (regular mode) that reaches 127.0.0.1 only: an agent's own
     services never reach the network from a test."""
     return mitm.get(connection_strategy="lazy", block_list="/!~d 127.0.0.1/444")
+
+
+def proxy_env(https_proxy: str | None, ca_variable: str, ca_cert: Path | None) -> dict[str, str]:
+    """The proxy variables of an agent's run: everything through ``https_proxy``, trusting
+    ``ca_cert`` through ``ca_variable``; or, with no proxy, every destination but loopback
+    (its base URL) sent to a closed port, so that an agent's own services are never reached."""
+    proxy = https_proxy or f"http://127.0.0.1:{free_port()}"
+    env = {"HTTPS_PROXY": proxy, "HTTP_PROXY": proxy}
+    if https_proxy is None:
+        env["NO_PROXY"] = "127.0.0.1,localhost,::1"
+    if ca_cert is not None:
+        env[ca_variable] = str(ca_cert)
+    return env
 
 
 def model_requests(up: ReuseUpstream, api: AgentAPI) -> list[Any]:

@@ -40,10 +40,11 @@ from .agent_loops import (
     kimi_id,
     model_requests,
     origin,
+    proxy_env,
     stop_leftovers,
 )
 from .cache import npm_bin, venv
-from .conftest import MitmdumpPool, free_port
+from .conftest import MitmdumpPool
 from .helpers import Headless, run_headless
 from .reuse_upstream import FINAL_TEXT, count_tool_results
 
@@ -224,13 +225,9 @@ def run_agent(
     for name in ("a", "b", "c"):
         (work / f"{name}.txt").write_text(f"{name}\n")
     cmd = agent.command(exe, home, work, base_url)
-    proxy = https_proxy or f"http://127.0.0.1:{free_port()}"
-    env = {"PATH": os.environ["PATH"], "HOME": str(home), "HTTPS_PROXY": proxy, "HTTP_PROXY": proxy}
-    if https_proxy is None:
-        env["NO_PROXY"] = "127.0.0.1,localhost,::1"
-    if ca_cert is not None:
-        env[agent.ca_variable] = str(ca_cert)
-    ran = run_headless(cmd, work, env | agent.env, RUN_TIMEOUT)
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), **agent.env}
+    env |= proxy_env(https_proxy, agent.ca_variable, ca_cert)
+    ran = run_headless(cmd, work, env, RUN_TIMEOUT)
     run = Run(ran, agent.kept(home, ran), stop_leftovers(home))
     assert not run.leftovers, f"{agent} left processes running (stopped now): {run.summary()}"
     return run

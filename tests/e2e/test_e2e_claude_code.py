@@ -24,9 +24,9 @@ import pytest
 
 from toolid import codec
 
-from .agent_loops import https_front, https_proxy
+from .agent_loops import https_front, https_proxy, proxy_env
 from .cache import npm_bin
-from .conftest import MitmdumpPool, free_port
+from .conftest import MitmdumpPool
 from .helpers import request_id_positions, run_headless
 from .reuse_upstream import CAP_MESSAGE, FINAL_TEXT, ReuseUpstream, count_tool_results
 
@@ -97,13 +97,7 @@ def run_claude(
         "DISABLE_AUTOUPDATER": "1",
         "CLAUDE_CODE_MAX_RETRIES": "1",
     }
-    # every other destination goes to a closed port, or everything through ``https_proxy``
-    proxy = https_proxy or f"http://127.0.0.1:{free_port()}"
-    env |= {"HTTPS_PROXY": proxy, "HTTP_PROXY": proxy}
-    if https_proxy is None:
-        env["NO_PROXY"] = "127.0.0.1,localhost,::1"
-    if ca_cert is not None:
-        env["NODE_EXTRA_CA_CERTS"] = str(ca_cert)
+    env |= proxy_env(https_proxy, "NODE_EXTRA_CA_CERTS", ca_cert)
     cmd = [
         str(claude),
         "-p",

@@ -43,9 +43,10 @@ from .agent_loops import (
     https_proxy,
     model_requests,
     origin,
+    proxy_env,
 )
 from .cache import npm_bin
-from .conftest import MitmdumpPool, free_port
+from .conftest import MitmdumpPool
 from .helpers import run_headless
 from .responses_ws import FINAL_TEXT, ResponsesWsUpstream
 from .reuse_upstream import FINAL_TEXT as HTTP_FINAL_TEXT
@@ -137,20 +138,14 @@ def run_codex(
     codex_home.mkdir(parents=True)
     work.mkdir()
     (codex_home / "config.toml").write_text(config(provider, base_url))
-    closed = f"http://127.0.0.1:{free_port()}"
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(home),
         "CODEX_HOME": str(codex_home),
         "STANDIN_KEY": "sk-e2e",
         "OPENAI_API_KEY": "sk-e2e",
-        "HTTPS_PROXY": https_proxy or closed,
-        "HTTP_PROXY": https_proxy or closed,
+        **proxy_env(https_proxy, ca_variable, ca_cert),
     }
-    if https_proxy is None:
-        env["NO_PROXY"] = "127.0.0.1,localhost,::1"
-    if ca_cert is not None:
-        env[ca_variable] = str(ca_cert)
     cmd = [
         str(codex),
         "exec",
