@@ -457,14 +457,14 @@ class ToolId:
         )
         self._apply(flow, request, "request", result, why)
         self._comment(flow)  # a response's comment is written once, by _finish
-        self._check_pairing(flow, content, result.api)
+        self._check_pairing(flow, result)
         if not self.observe and api_from_path(request.path) and result.asks_to_stream():
             request.headers["accept-encoding"] = "identity"
         if result.api is not None:
             self._record(flow)["api"] = result.api.value
         self._taken[flow] = result.taken
 
-    def _check_pairing(self, flow: http.HTTPFlow, content: bytes, api: toolid.Api | None) -> None:
+    def _check_pairing(self, flow: http.HTTPFlow, result: Rewritten) -> None:
         """Name the pairing problems of the request's history (as the client sent it): one
         WARNING line per flow, the flow marked, its comment, ``metadata["toolid"]["pairing"]``.
         The request goes on as it is (ids restored as always): toolid never adds or drops a
@@ -474,13 +474,13 @@ class ToolId:
         loop the check runs at its next turn, while the request is on its way: the
         upstream's think time hides it. Elsewhere (a script, a test) it runs at once."""
         try:
-            asyncio.get_running_loop().call_soon(self._pairing, flow, content, api)
+            asyncio.get_running_loop().call_soon(self._pairing, flow, result)
         except RuntimeError:  # no event loop
-            self._pairing(flow, content, api)
+            self._pairing(flow, result)
 
-    def _pairing(self, flow: http.HTTPFlow, content: bytes, api: toolid.Api | None) -> None:
+    def _pairing(self, flow: http.HTTPFlow, result: Rewritten) -> None:
         try:
-            problems = toolid.check_pairing(content, path=flow.request.path, api=api)
+            problems = result.pairing_problems()
             if not problems:
                 return
             self._record(flow)["pairing"] = [problem.record() for problem in problems]

@@ -4,8 +4,8 @@ scaling, pass-through, memory; with the native accelerator and as pure Python, s
 Run it with ``scripts/bench`` (or ``python -m bench``); ``--help`` lists the options.
 
 - ``workloads``: the request/response bodies and SSE streams (deterministic, stdlib only).
-- ``upstream``: a fast asyncio HTTP/1.1 server that serves the canned responses (streams in
-  16 KiB chunks).
+- ``upstream``: a fast asyncio HTTP/1.1 server that serves the canned responses pre-rendered
+  (streams in 16 KiB chunks; the stand-in's HTTP framing, ``standin.wire``).
 - ``client``: an asyncio raw-socket load client (keep-alive, Content-Length and chunked).
 - ``proxy``: starts ``mitmdump`` (with and without the addon, with and without the native
   accelerator) and reads its memory.
@@ -15,4 +15,14 @@ Run it with ``scripts/bench`` (or ``python -m bench``); ``--help`` lists the opt
 - ``haproxy``: installs and runs HAProxy with ``deploy/haproxy.cfg`` (also for the e2e test).
 
 Nothing here asserts anything about speed; PASS/MISS next to a target is information.
+
+The responses are rendered by the e2e tests' stand-in, ``tests/support/standin`` (importing
+``bench`` puts ``tests/support`` on the import path).
 """
+
+import sys
+from pathlib import Path
+
+_SUPPORT = str(Path(__file__).resolve().parents[1] / "tests" / "support")
+if _SUPPORT not in sys.path:
+    sys.path.insert(0, _SUPPORT)

@@ -22,6 +22,8 @@ import functools
 import sys
 from urllib.parse import parse_qs, urlsplit
 
+from standin import wire
+
 from bench import workloads
 
 _HEAD_END = b"\r\n\r\n"
@@ -31,9 +33,9 @@ _HEAD_END = b"\r\n\r\n"
 def _response_bytes(name: str) -> bytes:
     canned = workloads.canned(name)
     if not canned.streamed:
-        return _whole(canned.content_type, canned.body)
-    chunks = b"".join(_chunk(piece) for piece in canned.chunks)
-    return _stream_head(canned.content_type) + chunks + b"0\r\n\r\n"
+        return wire.whole(200, canned.content_type, canned.body)
+    chunks = b"".join(wire.chunk(piece) for piece in canned.chunks)
+    return wire.stream_head(canned.content_type) + chunks + wire.LAST_CHUNK
 
 
 @functools.cache
@@ -43,27 +45,9 @@ def _paced_bytes(name: str) -> tuple[bytes, bytes, float]:
     canned = workloads.canned(name)
     first, *rest = canned.chunks
     return (
-        _stream_head(canned.content_type) + _chunk(first),
-        b"".join(_chunk(piece) for piece in rest) + b"0\r\n\r\n",
+        wire.stream_head(canned.content_type) + wire.chunk(first),
+        b"".join(wire.chunk(piece) for piece in rest) + wire.LAST_CHUNK,
         canned.pause,
-    )
-
-
-def _chunk(piece: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(piece), piece)
-
-
-def _whole(content_type: str, body: bytes, status: bytes = b"200 OK") -> bytes:
-    return (
-        b"HTTP/1.1 %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n"
-        % (status, content_type.encode(), len(body))
-    ) + body
-
-
-def _stream_head(content_type: str) -> bytes:
-    return (
-        b"HTTP/1.1 200 OK\r\ncontent-type: %s\r\ncache-control: no-cache\r\n"
-        b"transfer-encoding: chunked\r\n\r\n" % content_type.encode()
     )
 
 
@@ -124,11 +108,11 @@ class UpstreamProtocol(asyncio.Protocol):
         request_line, _, headers = head.partition(b"\r\n")
         parts = request_line.split(b" ")
         if len(parts) != 3:
-            self._fail(b"400 Bad Request")
+            self._fail(400)
             return False
         lowered = b"\r\n" + headers.lower()
         if b"\r\ntransfer-encoding:" in lowered:
-            self._fail(b"501 Not Implemented")  # request bodies come with Content-Length
+            self._fail(501)  # request bodies come with Content-Length
             return False
         at = lowered.find(b"\r\ncontent-length:")
         length = 0
@@ -157,7 +141,7 @@ class UpstreamProtocol(asyncio.Protocol):
         query = parse_qs(urlsplit(target.decode("latin-1")).query)
         name = query.get("w", [""])[0]
         if query.get("echo"):
-            self.transport.write(_whole("application/octet-stream", body))
+            self.transport.write(wire.whole(200, "application/octet-stream", body))
         elif name == "mem":
             size = int(query.get("bytes", ["0"])[0])
             self.streaming = asyncio.get_running_loop().create_task(self._stream(size))
@@ -165,7 +149,7 @@ class UpstreamProtocol(asyncio.Protocol):
             try:
                 paced = workloads.canned(name).pause > 0
             except KeyError:
-                self.transport.write(_whole("text/plain", b"unknown workload", b"404 Not Found"))
+                self.transport.write(wire.whole(404, "text/plain", b"unknown workload"))
                 return
             if paced:
                 self.streaming = asyncio.get_running_loop().create_task(self._paced(name))
@@ -184,13 +168,13 @@ class UpstreamProtocol(asyncio.Protocol):
 
     async def _stream(self, size: int) -> None:
         assert self.transport is not None
-        self.transport.write(_stream_head("text/event-stream"))
+        self.transport.write(wire.stream_head("text/event-stream"))
         for piece in workloads.memory_stream(size):
             await self.can_write.wait()
             if self.transport.is_closing():
                 return
-            self.transport.write(_chunk(piece))
-        self.transport.write(b"0\r\n\r\n")
+            self.transport.write(wire.chunk(piece))
+        self.transport.write(wire.LAST_CHUNK)
         self._next()
 
     def _next(self) -> None:
@@ -199,9 +183,9 @@ class UpstreamProtocol(asyncio.Protocol):
         while self.queue and self.streaming is None:
             self._answer(*self.queue.pop(0))
 
-    def _fail(self, status: bytes) -> None:
+    def _fail(self, status: int) -> None:
         assert self.transport is not None
-        self.transport.write(_whole("text/plain", status, status))
+        self.transport.write(wire.whole(status, "text/plain", str(status).encode()))
         self.transport.close()
 
 

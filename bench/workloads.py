@@ -1,4 +1,7 @@
-"""The bodies and streams the benchmark sends and serves (deterministic, standard library only).
+"""The bodies and streams the benchmark sends and serves (deterministic).
+
+The responses are rendered by the e2e tests' stand-in (``tests/support/standin``: one renderer
+per API), composed into the bench's shapes here.
 
 Ids look like Kimi's: the upstream sends ``functions.get_weather:0`` (not ``[A-Za-z0-9_-]+``,
 so toolid encodes it) and the agent sends back ``tid1_functions-2Eget_weather-3A0`` (which
@@ -14,6 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from standin import chat, messages, responses, sse
+from standin.replies import Call, Reply, dumps
+
 Shape = Literal["chat", "responses", "messages"]
 SHAPES: tuple[Shape, ...] = ("chat", "responses", "messages")
 
@@ -24,12 +30,15 @@ PATHS: dict[Shape, str] = {
     "messages": "/v1/messages",
 }
 
+#: Each shape's renderer (the stand-in's, tests/support/standin).
+RENDERERS = {"chat": chat, "responses": responses, "messages": messages}
+
 MODEL = "kimi-k2-0905"
 TOOLS = ("get_weather", "get_time", "search_web", "read_file")
 
 
 def _dumps(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    return dumps(value).encode()
 
 
 def raw_id(k: int) -> str:
@@ -201,117 +210,21 @@ def tool_response(
 ) -> bytes:
     """A response with ``calls`` tool calls (and ``text_bytes`` of assistant text before them)."""
     make_id = raw_id if ids == "raw" else conforming_id
-    text = _text(text_bytes)
-    if shape == "chat":
-        return _dumps(
-            {
-                "id": "chatcmpl-bench",
-                "object": "chat.completion",
-                "created": 1767225600,
-                "model": MODEL,
-                "choices": [
-                    {
-                        "index": 0,
-                        "finish_reason": "tool_calls",
-                        "message": {
-                            "role": "assistant",
-                            "content": text or None,
-                            "tool_calls": [
-                                {
-                                    "id": make_id(k),
-                                    "type": "function",
-                                    "function": {
-                                        "name": TOOLS[k % len(TOOLS)],
-                                        "arguments": _arguments(k),
-                                    },
-                                }
-                                for k in range(calls)
-                            ],
-                        },
-                    }
-                ],
-                "usage": {"prompt_tokens": 812, "completion_tokens": 64, "total_tokens": 876},
-            }
-        )
-    if shape == "responses":
-        output: list[dict[str, Any]] = []
-        if text:
-            output.append(
-                {
-                    "type": "message",
-                    "id": "msg_bench",
-                    "role": "assistant",
-                    "status": "completed",
-                    "content": [{"type": "output_text", "text": text, "annotations": []}],
-                }
-            )
-        output += [
-            {
-                "type": "function_call",
-                "id": f"fc_{k:08d}",
-                "call_id": make_id(k),
-                "name": TOOLS[k % len(TOOLS)],
-                "arguments": _arguments(k),
-                "status": "completed",
-            }
-            for k in range(calls)
-        ]
-        return _dumps(
-            {
-                "id": "resp_bench",
-                "object": "response",
-                "created_at": 1767225600,
-                "status": "completed",
-                "model": MODEL,
-                "output": output,
-                "usage": {"input_tokens": 812, "output_tokens": 64, "total_tokens": 876},
-            }
-        )
-    content: list[dict[str, Any]] = [{"type": "text", "text": text or "Let me check."}]
-    content += [
-        {
-            "type": "tool_use",
-            "id": make_id(k),
-            "name": TOOLS[k % len(TOOLS)],
-            "input": {"city": "Paris", "unit": "celsius", "day": k},
-        }
-        for k in range(calls)
-    ]
-    return _dumps(
-        {
-            "id": "msg_bench",
-            "type": "message",
-            "role": "assistant",
-            "model": MODEL,
-            "content": content,
-            "stop_reason": "tool_use",
-            "stop_sequence": None,
-            "usage": {"input_tokens": 812, "output_tokens": 64},
-        }
+    text = _text(text_bytes) or ("Let me check." if shape == "messages" else "")
+    reply = Reply(
+        calls=[_call(k, make_id(k)) for k in range(calls)], text=text, model=MODEL, usage=(812, 64)
     )
+    return _dumps(RENDERERS[shape].buffered(reply))
 
 
 def text_response() -> bytes:
     """A small text-only chat completion (the answer to a follow-up request)."""
-    return _dumps(
-        {
-            "id": "chatcmpl-bench",
-            "object": "chat.completion",
-            "created": 1767225600,
-            "model": MODEL,
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {
-                        "role": "assistant",
-                        "content": "It will be mild and partly cloudy all week.",
-                    },
-                }
-            ],
-            "usage": {"prompt_tokens": 812, "completion_tokens": 12, "total_tokens": 824},
-        }
-    )
+    reply = Reply(text="It will be mild and partly cloudy all week.", model=MODEL, usage=(812, 12))
+    return _dumps(chat.buffered(reply))
+
+
+def _call(k: int, call_id: str) -> Call:
+    return Call(call_id, f"fc_{k:08d}", TOOLS[k % len(TOOLS)], _arguments(k))
 
 
 _WORDS = (
@@ -377,112 +290,35 @@ def sse_events(
     return out
 
 
-def _sse(data: dict[str, Any], event: str | None = None) -> bytes:
-    head = f"event: {event}\n".encode() if event else b""
-    return head + b"data: " + _dumps(data) + b"\n\n"
-
-
 def _text_event(shape: Shape, text: str, i: int) -> bytes:
     if shape == "chat":
-        return _sse(
-            {
-                "id": "chatcmpl-bench",
-                "object": "chat.completion.chunk",
-                "created": 1767225600,
-                "model": MODEL,
-                "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
-            }
-        )
-    if shape == "responses":
-        return _sse(
-            {
-                "type": "response.output_text.delta",
-                "item_id": "msg_bench",
-                "output_index": 0,
-                "content_index": 0,
-                "delta": text,
-                "sequence_number": i,
-            },
-            "response.output_text.delta",
-        )
-    return _sse(
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
-        "content_block_delta",
-    )
+        event = chat.chunk({"content": text}, model=MODEL)
+    elif shape == "responses":
+        event = responses.text_delta(text, i)
+    else:
+        event = messages.text_delta(text, 0)
+    return sse.frame(event)
 
 
 def _tool_event(shape: Shape, k: int, call_id: str, i: int) -> bytes:
-    name = TOOLS[k % len(TOOLS)]
+    call = _call(k, call_id)
     if shape == "chat":
-        return _sse(
-            {
-                "id": "chatcmpl-bench",
-                "object": "chat.completion.chunk",
-                "created": 1767225600,
-                "model": MODEL,
-                "choices": [
-                    {
-                        "index": 0,
-                        "delta": {
-                            "tool_calls": [
-                                {
-                                    "index": k,
-                                    "id": call_id,
-                                    "type": "function",
-                                    "function": {"name": name, "arguments": ""},
-                                }
-                            ]
-                        },
-                        "finish_reason": None,
-                    }
-                ],
-            }
-        )
-    if shape == "responses":
-        return _sse(
-            {
-                "type": "response.output_item.added",
-                "output_index": k + 1,
-                "item": {
-                    "type": "function_call",
-                    "id": f"fc_{k:08d}",
-                    "call_id": call_id,
-                    "name": name,
-                    "arguments": "",
-                    "status": "in_progress",
-                },
-                "sequence_number": i,
-            },
-            "response.output_item.added",
-        )
-    return _sse(
-        {
-            "type": "content_block_start",
-            "index": k + 1,
-            "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
-        },
-        "content_block_start",
-    )
+        event = chat.call_start(call, k, MODEL)
+    elif shape == "responses":
+        event = responses.call_added(call, k + 1, i)
+    else:
+        event = messages.call_start(Reply(model=MODEL), call, k + 1)
+    return sse.frame(event)
 
 
 def _final_event(shape: Shape, i: int) -> bytes:
     if shape == "chat":
-        return b"data: [DONE]\n\n"
+        return sse.frame(chat.DONE)
     if shape == "responses":
-        return _sse(
-            {
-                "type": "response.completed",
-                "sequence_number": i,
-                "response": {
-                    "id": "resp_bench",
-                    "object": "response",
-                    "status": "completed",
-                    "model": MODEL,
-                },
-            },
-            "response.completed",
-        )
-    return _sse({"type": "message_stop"}, "message_stop")
+        # a short response object, as in a stream whose output the client already has
+        response = {"id": "resp_bench", "object": "response", "status": "completed", "model": MODEL}
+        return sse.frame(responses.event("response.completed", i, response=response))
+    return sse.frame(messages.STOP)
 
 
 def event_data(event: bytes) -> bytes:

@@ -19,6 +19,9 @@ from toolid.positions import DEFINES, REFERS, Api, Doc, Role, find_ids, path_ord
 
 CHAT, RESPONSES, MESSAGES = Api.CHAT, Api.RESPONSES, Api.MESSAGES
 
+# Every test here runs with the accelerators as installed and as pure Python.
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 def codes(problems: list[Problem]) -> list[tuple[str, str, str]]:
     return [(p.code, p.path, p.id) for p in problems]
@@ -341,7 +344,9 @@ def clean_turns(shapes: list[tuple[int, bool, bool, Any]], open_end: bool) -> li
 @given(st.sampled_from(list(Api)), TURNS, st.booleans())
 def test_clean_histories_have_no_problems(api, shapes, open_end):
     turns = clean_turns(shapes, open_end)
-    assert check(BUILDERS[api](turns, ask_after=not open_end), api) == []
+    document = BUILDERS[api](turns, ask_after=not open_end)
+    assert check(document, api) == []
+    assert_read_alike(document, api, [])
 
 
 PLANTS = (ORPHAN, MISSING, EMPTY, DUPLICATE, COMPOSITE)
@@ -379,11 +384,27 @@ def test_a_planted_problem_is_found_exactly_where_planted(api, shapes, plant, rn
             expected = [(plant, value, DEFINES), (plant, value, REFERS)]
     document = BUILDERS[api](turns)
     found = check(document, api)
+    assert_read_alike(document, api, found)
     want = []
     for code, value, role in expected:
         nth = 1 if code == DUPLICATE else 0
         want.append((code, id_path(document, api, value, role, nth), value))
     assert sorted(codes(found)) == sorted(want)
+
+
+def assert_read_alike(document: dict[str, Any], api: Api, found: list[Problem]) -> None:
+    """The bytes of ``document`` have the problems ``check`` found in it, read alone or from
+    what rewriting them read (the ids and the labels of their history, natively or parsed),
+    spelled compactly or spaced, with encoded ids or raw."""
+    for spaced in (False, True):
+        body = json.dumps(document, indent=1 if spaced else None).encode()
+        assert toolid.check_pairing(body, api=api) == found
+        assert toolid.rewrite_request(body, api=api).pairing_problems() == found
+        # with client ids toolid made, which rewriting restores (so it reads the history)
+        encoded = body.replace(b'"call_', b'"tid1_call_')
+        expected = check(json.loads(encoded), api)
+        assert toolid.check_pairing(encoded, api=api) == expected
+        assert toolid.rewrite_request(encoded, api=api).pairing_problems() == expected
 
 
 def id_path(document: dict[str, Any], api: Api, value: str, role: Role, nth: int) -> str:

@@ -13,13 +13,16 @@ from typing import Any
 import pytest
 
 from toolid.positions import (
+    HISTORY_LABELS,
     ID_KEYS,
+    LABELS,
     TABLE,
     Api,
     Doc,
     Found,
     _compile,
     find_ids,
+    history_member,
     positions,
 )
 
@@ -50,7 +53,7 @@ def assert_found(document: Any, api: Api, doc: Doc, expected: list[tuple[str, st
 
 def test_every_position_compiles_and_is_served() -> None:
     for api, docs in TABLE.items():
-        assert set(docs) == set(Doc)
+        assert set(docs) == set(Doc) - {Doc.HISTORY}  # derived from the request's
         for doc, entries in docs.items():
             compiled = positions(api, doc)
             assert [(p.notation, p.role, p.kind) for p in compiled] == list(entries)
@@ -58,6 +61,18 @@ def test_every_position_compiles_and_is_served() -> None:
                 assert position.steps == _compile(path)
                 assert position.key in ID_KEYS
     assert set(TABLE) == set(Api)
+
+
+def test_a_history_is_the_requests_positions_then_its_elements_labels() -> None:
+    for api in Api:
+        member = history_member(api)
+        history = [(p.notation, p.role, p.kind) for p in positions(api, Doc.HISTORY)]
+        assert history == [
+            *TABLE[api][Doc.REQUEST],
+            *((f"{member}[].{name}", LABELS, "label") for name in HISTORY_LABELS),
+        ]
+        assert TABLE[api][Doc.REQUEST][0][0].startswith(member)
+    assert not {"role", "type"} & ID_KEYS  # labels are no ids
 
 
 def test_id_keys() -> None:
@@ -115,11 +130,14 @@ def test_keys_and_markers() -> None:
         "response.custom_tool_call_input.delta",
         "response.mcp_call_arguments.delta",
     } <= item_id_markers
-    assert not {
-        "response.output_text.delta",
-        "response.content_part.added",
-        "response.reasoning_summary_text.delta",
-    } & item_id_markers
+    assert (
+        not {
+            "response.output_text.delta",
+            "response.content_part.added",
+            "response.reasoning_summary_text.delta",
+        }
+        & item_id_markers
+    )
     assert _keys_and_markers(Api.MESSAGES, Doc.REQUEST) == {
         ("id", "content"),
         ("tool_use_id", "content"),

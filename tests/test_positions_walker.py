@@ -86,8 +86,10 @@ def _walk(document: Any, root: Call, position: Position, doc: Doc, found: list[F
                         if _admits(step, element):
                             number = element.get("index") if isinstance(element, dict) else None
                             number = number if type(number) is int else index
-                            # A request's calls are not numbered.
-                            numbered = call if doc is Doc.REQUEST else (*call, number)
+                            # A request's calls are not numbered (read for pairing too).
+                            numbered = (
+                                call if doc in (Doc.REQUEST, Doc.HISTORY) else (*call, number)
+                            )
                             reached.append((element, f"{path}[{index}]", numbered))
                 elif isinstance(node, dict) and _admits(step, node):
                     reached.append((node, path, call))

@@ -190,9 +190,7 @@ def _document_ids(document: Any, doc: Doc | None, api: Api | None, deep: bool) -
     if doc is not None:
         api = api or api_from_shape(document, doc)
         if api is not None:
-            return [
-                _sighting(f, f.path, api) for f in find_ids(document, api, doc)
-            ]
+            return [_sighting(f, f.path, api) for f in find_ids(document, api, doc)]
     return deep_ids(document) if deep or doc is None else []
 
 

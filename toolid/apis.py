@@ -62,7 +62,7 @@ def api_from_shape(document: Any, doc: Doc) -> Api | None:
     """Guess the API from a parsed body or event whose path said nothing."""
     if not isinstance(document, dict):
         return None
-    if doc is Doc.REQUEST:
+    if doc is Doc.REQUEST or doc is Doc.HISTORY:
         if isinstance(document.get("input"), list):
             return Api.RESPONSES
         messages = document.get("messages")

@@ -20,7 +20,7 @@ from toolid.edit import Edit, RewriteError, splice
 from toolid.locate import Located, locate
 from toolid.markers import Markers
 from toolid.occurrence import NOTHING_TAKEN, CallIds
-from toolid.positions import ID_KEYS, REFERS, Api, Doc, Found, positions, spelled_markers
+from toolid.positions import DEFINES, ID_KEYS, REFERS, Api, Doc, positions, spelled_markers
 
 __all__ = [
     "NOTHING",
@@ -43,21 +43,26 @@ __all__ = [
 
 @dataclass(slots=True)  # not frozen: a frozen one costs five times as much to build (per event)
 class Plan:
-    """What rewriting one document would do. When it had to read the document, also the
-    parsed document and every id at the table's positions in it (``find_ids``), so that a
-    caller needing them never parses or walks the same bytes again. Treat it as read-only."""
+    """What rewriting one document would do. When it had to read the document, also what
+    ``locate`` read (the ids at the table's positions; a request's history labels; the
+    parsed document, when it was parsed in full), so that a caller needing them never parses
+    or walks the same bytes again. Treat it as read-only."""
 
     api: Api | None
     edits: tuple[Edit, ...] = ()
     changes: tuple[Change, ...] = ()
-    document: Any = field(default=None, compare=False, repr=False)
-    found: tuple[Found, ...] | None = field(default=None, compare=False, repr=False)
+    located: Located | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def document(self) -> Any:
+        """The document parsed in full, when it was (else None)."""
+        return None if self.located is None else self.located.document
 
     def definitions(self) -> frozenset[str] | None:
         """The ids at the document's definition positions, when it was read (else None)."""
-        if self.found is None:
+        if self.located is None:
             return None
-        return frozenset(found.value for found in self.found if found.role is not REFERS)
+        return frozenset(found.value for found in self.located.found if found.role is DEFINES)
 
 
 NOTHING: Final = Plan(api=None)
@@ -87,7 +92,8 @@ def plan(
         calls = CallIds(policy.profile)
     if not may_change(document, api, doc, policy, calls):
         return NOTHING
-    located = locate(document, api, doc)
+    # A request is read with its history's labels: its pairing check needs no second read.
+    located = locate(document, api, Doc.HISTORY if doc is Doc.REQUEST else doc)
     if located is None:
         return NOTHING
     return plan_located(document, located, policy, calls)
@@ -99,7 +105,7 @@ def plan_located(
     """``plan`` for a document whose ids are located already (decide, then edit)."""
     changes, targets = decide(located.found, located.api, policy, calls)
     edits = located.edits(document, targets)
-    return Plan(located.api, edits, changes, located.document, tuple(located.found))
+    return Plan(located.api, edits, changes, located)
 
 
 def id_markers(api: Api | None, doc: Doc) -> Markers | None:

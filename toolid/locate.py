@@ -34,7 +34,7 @@ from toolid.apis import api_from_shape
 from toolid.decide import Member, Targets
 from toolid.edit import Edit, RewriteError, literal_of, splice
 from toolid.markers import Markers
-from toolid.positions import TYPE, Api, Call, Doc, Found, find_ids, positions
+from toolid.positions import LABELS, TYPE, Api, Call, Doc, Found, Role, find_ids, positions
 from toolid.sse import marked_events
 
 
@@ -45,6 +45,7 @@ class Located(NamedTuple):  # made for every document read: a tuple is quickest 
     document: Any  # parsed in full (None: the native parser read it, and each id's span)
     found: list[Found]
     surrogates: bool = True  # whether the bytes may hold raw surrogates (orjson read none)
+    labels: list[Found] | None = None  # a history's (Doc.HISTORY), in table order; else None
 
     def edits(self, source: bytes, targets: Targets) -> tuple[Edit, ...]:
         """The edits that give every position in ``targets`` its new value, in ``source``
@@ -74,7 +75,7 @@ def locate(document: bytes, api: Api | None, doc: Doc) -> Located | None:
     if api is not None and native.extension is not None:
         found = _natively(document, api, doc)
         if found is not None:
-            return Located(api, None, found)
+            return _located(api, None, found, doc, surrogates=True)
     try:
         parsed, strict_utf8 = jsonparse.loads_checked(document)
     except (ValueError, RecursionError) as exc:
@@ -85,7 +86,17 @@ def locate(document: bytes, api: Api | None, doc: Doc) -> Located | None:
         api = api_from_shape(parsed, doc)
         if api is None:
             return None
-    return Located(api, parsed, find_ids(parsed, api, doc), surrogates=not strict_utf8)
+    return _located(api, parsed, find_ids(parsed, api, doc), doc, surrogates=not strict_utf8)
+
+
+def _located(api: Api, parsed: Any, found: list[Found], doc: Doc, *, surrogates: bool) -> Located:
+    """``Located``, a history's labels apart from its ids (they come last, in table order)."""
+    if doc is not Doc.HISTORY:
+        return Located(api, parsed, found, surrogates)
+    ids = len(found)
+    while ids and found[ids - 1].role is LABELS:
+        ids -= 1
+    return Located(api, parsed, found[:ids], surrogates, found[ids:])
 
 
 def _natively(document: bytes, api: Api, doc: Doc) -> list[Found] | None:
@@ -181,18 +192,38 @@ def spanned(source: bytes, located: list[Spanned], api: Api, doc: Doc, at: int =
     """The ids the native parser reported (``id_spans``, ``event_ids``) in ``source``, as
     ``Found``, in ``find_ids``' order, their spans counted from ``at``."""
     located.sort(key=_SLOT)  # table order, then document order (the walk's, kept by sort)
-    entries = positions(api, doc)
+    rows = _rows(api, doc)
     make = tuple.__new__  # Found(...) without NamedTuple's Python-level __new__ (per id)
+    holders = _HOLDERS
     found: list[Found] = []
+    append = found.append
     for start, end, slot, call, path, holder_type in located:
-        position = entries[slot]
+        key, role, kind = rows[slot]
         # The parser vouches only for literals without escapes, in valid UTF-8.
         value = source[start + 1 : end - 1].decode()
-        holder = {TYPE: holder_type} if holder_type is not None else _NO_TYPE
-        span = (start - at, end - at)
-        row = (holder, position.key, value, path, position.role, call, position.kind, span)
-        found.append(make(Found, row))
+        holder = (
+            _NO_TYPE if holder_type is None else holders.get(holder_type) or _holder(holder_type)
+        )
+        append(make(Found, (holder, key, value, path, role, call, kind, (start - at, end - at))))
     return found
+
+
+@functools.cache
+def _rows(api: Api, doc: Doc) -> tuple[tuple[str, Role, str], ...]:
+    """Each position's (key, role, kind), by slot."""
+    return tuple((position.key, position.role, position.kind) for position in positions(api, doc))
+
+
+# The holder of a located id, by its type: one read-only object per type (nothing writes to
+# the holders of located ids), at most a few dozen (the tables' types and the clients' own).
+_HOLDERS: Final[dict[str, dict[str, Any]]] = {}
+
+
+def _holder(holder_type: str) -> dict[str, Any]:
+    holder = {TYPE: holder_type}
+    if len(_HOLDERS) < 256:
+        _HOLDERS[holder_type] = holder
+    return holder
 
 
 _SLOT: Final = itemgetter(2)

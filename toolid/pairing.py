@@ -32,9 +32,20 @@ from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 from toolid import codec, jsonparse
-from toolid.apis import api_from_path, api_from_shape
+from toolid.apis import api_from_path
+from toolid.edit import RewriteError
+from toolid.locate import Located, locate
 from toolid.markers import Markers
-from toolid.positions import DEFINES, Api, Doc, Found, find_ids, path_order, positions
+from toolid.positions import (
+    DEFINES,
+    Api,
+    Doc,
+    Found,
+    find_ids,
+    history_member,
+    path_order,
+    positions,
+)
 from toolid.report import show
 
 ORPHAN: Final = "orphan-result"
@@ -125,12 +136,7 @@ class History:
     @property
     def member(self) -> str:
         """The request member holding the history: the table's first step."""
-        return _first_member(self.name)
-
-
-def _first_member(api: str) -> str:
-    first = positions(Api(api), Doc.REQUEST)[0].notation
-    return re.split(r"[.\[]", first, maxsplit=1)[0]
+        return history_member(Api(self.name))
 
 
 # Responses items that the model produces: a run of them is one model turn.
@@ -322,19 +328,67 @@ def _dotted(path: str) -> str:
 # --- a request body ---------------------------------------------------------------------------
 
 
-def check_request(content: bytes, *, path: str = "", api: Api | None = None) -> list[Problem]:
+def check_request(
+    content: bytes, *, path: str = "", api: Api | None = None, located: Located | None = None
+) -> list[Problem]:
     """``check`` of a request body (bytes): its API is ``api``, else the one ``path`` names,
-    else its shape's. A body that spells no call or result (one byte search) is not parsed;
-    one that is not JSON has no problems here (rewriting says so)."""
+    else its shape's. ``located``: what rewriting the body read of it (``locate`` of its
+    history), so that it is not read again. A body that spells no call or result (one byte
+    search) is not read; one that is not JSON has no problems here (rewriting says so)."""
     api = api or api_from_path(path)
-    if not _pairing_markers(api).in_(content):
-        return []
-    try:
-        document = jsonparse.loads(content)
-    except (ValueError, RecursionError):
-        return []
-    api = api or api_from_shape(document, Doc.REQUEST)
-    return [] if api is None else check(document, api)
+    if located is None or located.labels is None:
+        if not _pairing_markers(api).in_(content):
+            return []
+        try:
+            located = locate(content, api, Doc.HISTORY)
+        except RewriteError:
+            return []
+        if located is None or located.labels is None:
+            return []
+    return _check_located(content, located)
+
+
+def _check_located(content: bytes, located: Located) -> list[Problem]:
+    """``check`` of what ``locate`` read of a request's history: its ids, and its elements'
+    kinds from their labels (the role, else the type, of each)."""
+    api, spec = located.api, HISTORIES[located.api]
+    member = spec.member
+    start = len(member) + 1
+    document = located.document
+    placed: list[tuple[int, Found]] = []
+    for one in located.found:
+        path = one.path
+        if path[start - 1 : start] == "[" and path.startswith(member):
+            placed.append((int(path[start : path.index("]", start)]), one))
+        elif path[start - 1 : start] == "." and path.startswith(member):
+            placed.append((0, one))  # a history that is one object
+        else:  # an id outside the history (Converse CountTokens' input.converse): as parsed
+            whole = jsonparse.loads(content) if document is None else document
+            return check(whole, api, located.found)
+    kinds: dict[int, str] = {}
+    for label in located.labels or ():  # "member[i].role" or "member.role" (one object)
+        number = int(label.path[start : -2 - len(label.key)]) if label.path[start - 1] == "[" else 0
+        if label.key == "role" or number not in kinds:  # "role" is listed first in the table
+            kinds[number] = label.value
+    count = 1 + max(max(kinds, default=-1), max((n for n, _ in placed), default=-1))
+    # Elements after the last labelled one or id close no turn: leaving them out changes no end.
+    if document is None and spec.elsewhere and _elsewhere_markers(api).in_(content):
+        document = jsonparse.loads(content)  # rare: then the member's value decides
+    elsewhere = isinstance(document, dict) and any(document.get(name) for name in spec.elsewhere)
+    found = _check(placed, [kinds.get(n) for n in range(count)], [elsewhere] * count, api)
+    return [one for _, one in found]
+
+
+def _element_number(path: str, start: int) -> int:
+    """The number of the history element a path is in (``messages[12]...``: 12; a history
+    that is one object: 0); ``start``: where the number begins, after ``member[``."""
+    return int(path[start : path.index("]", start)]) if path[start - 1 : start] == "[" else 0
+
+
+@functools.cache
+def _elsewhere_markers(api: Api) -> Markers:
+    """The members that say a history is kept by the server, as a document spells them."""
+    return Markers([f'"{name}"'.encode() for name in HISTORIES[api].elsewhere])
 
 
 @functools.cache
@@ -389,11 +443,7 @@ def check(document: Any, api: Api, found: Iterable[Found] | None = None) -> list
     if found is None:
         found = find_ids(document, api, Doc.REQUEST)
     start = len(HISTORIES[api].member) + 1  # a path is "member[i]..." ("member..." for an object)
-    placed = [
-        (int(path[start : path.index("]", start)]) if path[start - 1 : start] == "[" else 0, one)
-        for one in found
-        if (path := one.path)
-    ]
+    placed = [(_element_number(one.path, start), one) for one in found if one.path]
     elsewhere = any(document.get(name) for name in HISTORIES[api].elsewhere)
     kinds = [kind_of(item) for item in items]
     return [one for _, one in _check(placed, kinds, [elsewhere] * len(items), api)]

@@ -38,10 +38,13 @@ class Role(enum.StrEnum):
 
     DEFINES = "defines"  # a call's own id (Chat tool_calls[].id, tool_use.id, call_id of a call)
     REFERS = "refers"  # a result's or an event's pointer to a call (tool_call_id, tool_use_id)
+    LABELS = "labels"  # not an id: a history element's role or type, which pairing reads
 
 
 DEFINES: Final = Role.DEFINES
 REFERS: Final = Role.REFERS
+LABELS: Final = Role.LABELS
+
 # A position in the table: its notation, its role, and the kind of id it holds. Kinds pair
 # references with calls (a reference points at a call whose definition is of its kind) and
 # name the positions destination rules apply to (``rules.RuleSet.kinds``):
@@ -57,6 +60,10 @@ class Doc(enum.StrEnum):
     REQUEST = "request"
     RESPONSE = "response"
     EVENT = "event"  # one streamed (SSE) event's data
+    # A request read for pairing as well: its ids, then the role and type of each element of
+    # its history (the array its positions start in), the LABELS positions ``HISTORY_LABELS``
+    # adds to the request's, so that rewriting and checking a request read it once.
+    HISTORY = "history"
 
 
 # --- the table -------------------------------------------------------------------------------
@@ -182,6 +189,23 @@ TABLE: Final[dict[Api, dict[Doc, tuple[Entry, ...]]]] = {
     },
 }
 
+#: The members of a history element pairing reads (its ``role``, else its ``type``).
+HISTORY_LABELS: Final = ("role", "type")
+
+
+def history_member(api: Api) -> str:
+    """The request member holding the history: the first member of the table's first
+    request position (``messages``, ``input``)."""
+    return re.split(r"[.\[]", TABLE[api][Doc.REQUEST][0][0], maxsplit=1)[0]
+
+
+def _history(api: Api) -> tuple[Entry, ...]:
+    """A request's positions, then the labels of each element of its history."""
+    member = history_member(api)
+    labels = tuple((f"{member}[].{name}", LABELS, "label") for name in HISTORY_LABELS)
+    return (*TABLE[api][Doc.REQUEST], *labels)
+
+
 # In a streamed event, the member of the event itself that numbers the call it is about
 # (Responses output_index, Messages content-block index, Converse contentBlockIndex); array
 # elements are numbered by their own ELEMENT_NUMBER member (Chat choices and tool-call
@@ -261,15 +285,15 @@ class Position:
 
 
 _COMPILED: Final[dict[tuple[Api, Doc], tuple[Position, ...]]] = {
-    (api, doc): tuple(
-        Position(path, role, kind, _compile(path)) for path, role, kind in entries
-    )
+    (api, doc): tuple(Position(path, role, kind, _compile(path)) for path, role, kind in entries)
     for api, docs in TABLE.items()
-    for doc, entries in docs.items()
+    for doc, entries in (*docs.items(), (Doc.HISTORY, _history(api)))
 }
 
 #: Every member name that can hold an id, in any API.
-ID_KEYS: Final[frozenset[str]] = frozenset(p.key for ps in _COMPILED.values() for p in ps)
+ID_KEYS: Final[frozenset[str]] = frozenset(
+    p.key for ps in _COMPILED.values() for p in ps if p.role is not LABELS
+)
 
 
 def spelled_markers(entries: Iterable[Position]) -> list[bytes]:
@@ -511,7 +535,7 @@ TREES: Final[dict[tuple[Api, Doc], Tree]] = {
 
 def numbered(doc: Doc) -> bool:
     """Whether the ids of ``doc`` carry call numbers (a request's calls are not numbered)."""
-    return doc is not Doc.REQUEST
+    return doc is not Doc.REQUEST and doc is not Doc.HISTORY
 
 
 _WALKERS: Final[dict[tuple[Api, Doc], tuple[_Walk, int]]] = {

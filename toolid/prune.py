@@ -24,12 +24,13 @@ type Spec = int | Node  # LEAF, KEEP or a node
 type Node = tuple[tuple[tuple[bytes, str, Spec], ...], Node | None]  # (members, elements)
 
 LEAF: Final = 0  # an id's member: its string is kept, with the span of its literal
-KEEP: Final = 1  # a member the walker tests (type, index, ...): its scalar is kept
+KEEP: Final = 1  # a member the walker tests (type, index, ...): its string (with its span) or int
 
 _ROOT_MEMBERS: Final[dict[Doc, tuple[str, ...]]] = {
     Doc.REQUEST: (),
     Doc.RESPONSE: (),
     Doc.EVENT: EVENT_CALL_NUMBERS,  # the call an event is about
+    Doc.HISTORY: (),
 }
 
 
@@ -47,8 +48,10 @@ def _merge(into: _Merged, key: str, spec: int | _Merged) -> None:
     if isinstance(held, dict) and isinstance(spec, dict):
         for name, inner in spec.items():
             _merge(held, name, inner)
+    elif isinstance(held, dict) or isinstance(spec, dict):
+        raise ValueError(f"the table reads member {key!r} both as a string and as a container")
     elif held != spec:
-        raise ValueError(f"the table reads member {key!r} both as an id and as a container")
+        into[key] = KEEP  # a string read and tested (a history label "type"): KEEP keeps both
 
 
 def _keeps(tree: Tree) -> _Merged:

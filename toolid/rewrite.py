@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from toolid import body, codec
 from toolid.apis import api_from_path
 from toolid.decide import Change, Direction, Policy
 from toolid.edit import RewriteError
 from toolid.eventstream_rewrite import EventStreamRewriter
+from toolid.locate import Located
 from toolid.occurrence import NOTHING_TAKEN, CallIds, Taken
+from toolid.pairing import Problem, check_request
 from toolid.positions import Api, Doc
 from toolid.rules import NO_RULES, RULE_SETS, RuleSet
 from toolid.stream import DEFAULT_MAX_EVENT_BYTES, PieceRewriter, StreamRewriter
@@ -39,17 +41,24 @@ class Rewritten:
     problems: tuple[str, ...] = ()
     api: Api | None = None  # the API the body was read as (None: not recognised)
     taken: Taken = NOTHING_TAKEN  # a request's: the ids its history defines, for its response
-    _document: Any = field(default=None, repr=False, compare=False)
+    _source: bytes = field(default=b"", repr=False, compare=False)  # a request's, as it came
+    _located: Located | None = field(default=None, repr=False, compare=False)
 
     @property
     def changed(self) -> bool:
         """Whether ``body`` differs from the input."""
         return any(change.action != "kept" for change in self.changes)
 
+    def pairing_problems(self) -> list[Problem]:
+        """A request's: the pairing problems of its history as the client sent it
+        (``check_pairing``), from what rewriting it read (nothing is read twice)."""
+        return check_request(self._source, api=self.api, located=self._located)
+
     def asks_to_stream(self) -> bool:
         """Whether a request says ``"stream": true`` (its response will be an event stream)."""
-        if isinstance(self._document, dict):
-            return self._document.get("stream") is True
+        document = None if self._located is None else self._located.document
+        if isinstance(document, dict):
+            return document.get("stream") is True
         # From the end: clients put the member after the history, which is most of the body.
         at = self.body.rfind(b'"stream"')
         while at >= 0:
@@ -87,10 +96,11 @@ def rewrite_request(
             problems=(f"request left unchanged: {exc}",),
             api=api,
             taken=Taken(content, api),
+            _source=content,
         )
     defined = plan.definitions()
     taken = Taken.of(defined) if defined is not None else Taken(content, plan.api or api)
-    return Rewritten(new, plan.changes, (), plan.api or api, taken, plan.document)
+    return Rewritten(new, plan.changes, (), plan.api or api, taken, content, plan.located)
 
 
 def rewrite_response(

@@ -18,6 +18,7 @@ _PATTERN: Final = re.compile(
     r"(?P<host>\[[0-9a-fA-F:.*]+\]|[A-Za-z0-9.*_-]+)(?::(?P<port>[0-9]{1,5}))?"
 )
 
+
 @dataclass(frozen=True, slots=True)
 class HostPattern:
     """One parsed pattern."""

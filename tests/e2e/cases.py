@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
+from standin import API, ScenarioHandle, UpstreamServer
 
 from toolid import encode
 
@@ -21,7 +22,6 @@ from .helpers import (
     restore_all,
     turn1_request,
 )
-from .upstream import API, ScenarioHandle, UpstreamServer
 
 APIS: list[API] = ["chat", "responses", "anthropic"]
 
@@ -84,7 +84,7 @@ def check_proxy_rewrites(
 ) -> None:
     """Canary: the proxy does rewrite (a test whose own ids need no change would
     otherwise pass with an addon that does nothing)."""
-    handle = upstream.scenario(raw_ids=[CANARY_RAW])
+    handle = upstream.scenario(ids=[CANARY_RAW])
     url = handle.url("chat")
     if origin is not None:
         url = origin + url.removeprefix(upstream.base_url)

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from standin import UpstreamServer
 
 from .helpers import rss_mib
-from .upstream import UpstreamServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ADDON = Path(os.environ.get("TOOLID_E2E_ADDON") or REPO_ROOT / "addons" / "toolid_addon.py")

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,10 +28,9 @@ from typing import Any
 import anthropic
 import httpx2
 import openai
+from standin import API, MODEL, WEATHER_TEXT, Exchange, ScenarioHandle
 
 from toolid import decode, encode
-
-from .upstream import API, FINAL_TEXT, MODEL, Exchange, ScenarioHandle
 
 SAFE_ID = re.compile(r"[A-Za-z0-9_-]+")
 USER_PROMPT = "What's the weather like in Paris today?"
@@ -159,6 +159,31 @@ def request_id_positions(api: API, req: Any) -> list[tuple[str, str]]:
     return out
 
 
+def check_upstream_got_its_own_ids(
+    reqs: list[Exchange],
+    api: API,
+    raw: str,
+    *,
+    turns: int,
+    parallel: int = 1,
+    item_ids: Iterable[str] = (),
+) -> None:
+    """A tool loop's requests as the upstream got them (``parallel`` calls with the raw id
+    ``raw`` in each of ``turns`` tool turns, then the final answer): all answered 200, the
+    t-th holding the t tool turns before it, every call and every result under ``raw`` and
+    every Responses item id one of ``item_ids``: the upstream's own ids, nothing else."""
+    assert [r.status for r in reqs] == [200] * (turns + 1), [(r.status, r.error) for r in reqs]
+    for t, rec in enumerate(reqs):
+        positions = request_id_positions(api, rec.json)
+        calls = t * parallel  # the calls in the history of the (t+1)-th request
+        # each call's id stands twice: at the call and at its result
+        want = {"call": calls, "ref": calls} if api == "anthropic" else {"call": 2 * calls}
+        kinds = Counter(k for k, _ in positions if k != "item")
+        assert kinds == Counter(want), f"request {t + 1}: {positions!r}"
+        wrong = [(k, v) for k, v in positions if v not in ({*item_ids} if k == "item" else {raw})]
+        assert not wrong, f"request {t + 1}: the upstream got {wrong!r}, not its own ids"
+
+
 # ----------------------------------------------------------------------------- SSE
 
 
@@ -236,7 +261,7 @@ def check_turn2_request(
     client_req = json.loads(client_body)
     client_pos = request_id_positions(api, client_req)
     assert client_pos, "the client request has no id positions (harness bug)"
-    up_pos = request_id_positions(api, ex.json())
+    up_pos = request_id_positions(api, ex.json)
     expected = [(kind, restore(v)) for kind, v in client_pos]
     assert up_pos == expected, (
         f"upstream got ids {up_pos!r}, expected {expected!r} (client sent {client_pos!r})"
@@ -256,9 +281,9 @@ def check_client_ids(
     """The client saw exactly ``client_id(raw)`` for every id, and only safe ids."""
     sc = handle.scenario
     assert sc.item_ids is not None
-    want_calls = [client_id(r) for r in sc.raw_ids]
+    want_calls = [client_id(r) for r in sc.ids]
     assert result.call_ids == want_calls, (
-        f"client saw call ids {result.call_ids!r}, expected {want_calls!r} (raw {sc.raw_ids!r})"
+        f"client saw call ids {result.call_ids!r}, expected {want_calls!r} (raw {sc.ids!r})"
     )
     if result.api == "responses":
         want_items = [client_id(r) for r in sc.item_ids]
@@ -273,7 +298,7 @@ def check_client_ids(
     allowed = set(want_calls) | {client_id(r) for r in sc.item_ids}
     allowed |= {client_id(r) for r in sc.server_tool_ids}
     assert set(result.seen) <= allowed, f"client saw unexpected ids {set(result.seen) - allowed}"
-    assert result.final_text == FINAL_TEXT
+    assert result.final_text == WEATHER_TEXT
 
 
 def check_all_safe(result: LoopResult) -> None:

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve()
-sys.path[:0] = [str(HERE.parents[1]), str(HERE.parents[2])]  # tests/ (for e2e), repo root
+# tests/ (for e2e), tests/support (for standin), the repo root
+sys.path[:0] = [str(HERE.parents[1]), str(HERE.parents[1] / "support"), str(HERE.parents[2])]
 
 from e2e.helpers import sdk_loop  # noqa: E402
 

@@ -1,6 +1,6 @@
 """End to end: AWS Bedrock through a real mitmdump (regular mode), with real boto3 (pinned).
 
-The stand-in (``bedrock_standin.BedrockStandIn``) verifies SigV4 with botocore's own signer and
+The stand-in (``standin.bedrock.BedrockStandIn``) verifies SigV4 with botocore's own signer and
 enforces Bedrock's id rules, answering as Bedrock does (403 ``InvalidSignatureException``, 400
 ``ValidationException``). Each of Converse, ConverseStream, InvokeModel and
 InvokeModelWithResponseStream:
@@ -32,11 +32,11 @@ import pytest
 from botocore.config import Config
 from botocore.eventstream import EventStreamBuffer
 from botocore.exceptions import ClientError
+from standin.bedrock import ACCESS_KEY, API_KEY, REGION, SECRET_KEY, BedrockStandIn
 
 import toolid
 from toolid import encode
 
-from .bedrock_standin import ACCESS_KEY, API_KEY, REGION, SECRET_KEY, BedrockStandIn
 from .conftest import Mitmdump, MitmdumpPool
 
 pytestmark = pytest.mark.e2e

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from standin import API, UpstreamServer
 
 from toolid import encode
 
@@ -44,7 +45,6 @@ from .helpers import (
     unchanged,
     wire_loop,
 )
-from .upstream import API, UpstreamServer
 
 pytestmark = pytest.mark.e2e
 
@@ -56,14 +56,14 @@ pytestmark = pytest.mark.e2e
 def test_sdk_loop_regular_proxy(
     api: API, raw: str, upstream: UpstreamServer, proxy: Mitmdump
 ) -> None:
-    handle = upstream.scenario(raw_ids=[raw])
+    handle = upstream.scenario(ids=[raw])
     result = sdk_loop(api, handle.base_url(api), proxy=proxy.url)
     check_client_ids(result, handle, encode_safe)
     check_all_safe(result)
     check_turn2_request(handle, result.requests[-1])
     # and the upstream got back its exact native ids
     ex = handle.turn(2)
-    positions = request_id_positions(api, ex.json())
+    positions = request_id_positions(api, ex.json)
     assert {v for k, v in positions if k == "call"} == {raw}
     if api == "responses":
         assert {v for k, v in positions if k == "item"} == {"fc_" + raw}
@@ -78,7 +78,7 @@ def test_sdk_loop_regular_proxy(
 def test_sdk_loop_reverse_proxy(
     api: API, raw: str, upstream: UpstreamServer, reverse_proxy: Mitmdump
 ) -> None:
-    handle = upstream.scenario(raw_ids=[raw])
+    handle = upstream.scenario(ids=[raw])
     base = handle.base_url(api).replace(upstream.base_url, reverse_proxy.url)
     result = sdk_loop(api, base)
     check_client_ids(result, handle, encode_safe)
@@ -93,7 +93,7 @@ def test_sdk_openai_legacy_httpx_client(
     api: API, upstream: UpstreamServer, proxy: Mitmdump
 ) -> None:
     """openai with an httpx (not httpx2) client whose proxy is mitmdump."""
-    handle = upstream.scenario(raw_ids=["functions.get_weather:0"])
+    handle = upstream.scenario(ids=["functions.get_weather:0"])
     result = LoopResult(api=api)
     http_client = httpx.Client(
         proxy=proxy.url,
@@ -109,7 +109,7 @@ def test_sdk_openai_legacy_httpx_client(
 @pytest.mark.parametrize("api", APIS)
 def test_sdk_parallel_tool_calls(api: API, upstream: UpstreamServer, proxy: Mitmdump) -> None:
     raws = ["functions.get_weather:0", "call_ok_1", "functions.get_time:2", "x y"]
-    handle = upstream.scenario(raw_ids=raws, item_ids=["fc_a.0", "fc_b", "fc_c.2", "fc_d"])
+    handle = upstream.scenario(ids=raws, item_ids=["fc_a.0", "fc_b", "fc_c.2", "fc_d"])
     result = sdk_loop(api, handle.base_url(api), proxy=proxy.url)
     check_client_ids(result, handle, encode_safe)
     check_all_safe(result)
@@ -118,7 +118,7 @@ def test_sdk_parallel_tool_calls(api: API, upstream: UpstreamServer, proxy: Mitm
 
 @pytest.mark.parametrize("api", APIS)
 def test_rewrite_is_logged(api: API, upstream: UpstreamServer, proxy: Mitmdump) -> None:
-    handle = upstream.scenario(raw_ids=["functions.get_weather:0"])
+    handle = upstream.scenario(ids=["functions.get_weather:0"])
     mark = proxy.mark()
     sdk_loop(api, handle.base_url(api), proxy=proxy.url)
     line = proxy.wait_for_log("toolid:", mark)
@@ -132,7 +132,7 @@ def test_rewrite_is_logged(api: API, upstream: UpstreamServer, proxy: Mitmdump) 
 @pytest.mark.parametrize("api", APIS)
 def test_wire_bytes(api: API, raw: str, upstream: UpstreamServer, proxy: Mitmdump) -> None:
     """Only the id literals change; unchanged ids leave the bodies byte-identical."""
-    handle = upstream.scenario(raw_ids=[raw])
+    handle = upstream.scenario(ids=[raw])
     with wire_client(proxy) as client:
         result = wire_loop(client, handle, api, stream=False)
     check_wire_loop(result, handle)
@@ -147,7 +147,7 @@ def test_wire_bytes(api: API, raw: str, upstream: UpstreamServer, proxy: Mitmdum
 def test_wire_bytes_reverse_proxy(
     api: API, upstream: UpstreamServer, reverse_proxy: Mitmdump
 ) -> None:
-    handle = upstream.scenario(raw_ids=["functions.get_weather:0", "call_keep"])
+    handle = upstream.scenario(ids=["functions.get_weather:0", "call_keep"])
     with wire_client() as client:
         result = wire_loop(client, handle, api, stream=False, origin=reverse_proxy.url)
     check_wire_loop(result, handle)
@@ -163,9 +163,9 @@ def test_wire_bytes_reverse_proxy(
         pytest.param({"gzip": "auto"}, id="gzip-requested"),
         pytest.param({"gzip": "force", "framing": "chunked"}, id="gzip-forced-chunked"),
         pytest.param({"gzip": "force", "framing": "close", "writes": "random"}, id="gzip-close"),
-        pytest.param({"ensure_ascii": True, "raw_ids": ["météo.0"]}, id="escaped-literals"),
+        pytest.param({"ensure_ascii": True, "ids": ["météo.0"]}, id="escaped-literals"),
         pytest.param(
-            {"raw_ids": ["call_ok", "fn.x:1"], "item_ids": ["fc.odd:0", "fc_ok"]},
+            {"ids": ["call_ok", "fn.x:1"], "item_ids": ["fc.odd:0", "fc_ok"]},
             id="mixed-item-ids",
         ),
     ],
@@ -192,7 +192,7 @@ def test_anthropic_server_tool_positions(
     (and, streamed, a block inside message_start.message.content) are encoded on the way
     to the client and restored on the way back; the SDK accepts the result."""
     kwargs: dict[str, Any] = {
-        "raw_ids": ["functions.get_weather:0"],
+        "ids": ["functions.get_weather:0"],
         "server_tool_ids": ["srv:web_search.0", "srvtoolu_01AbC"],
         "writes": "random",
     }
@@ -201,7 +201,7 @@ def test_anthropic_server_tool_positions(
         result = wire_loop(client, handle, "anthropic", stream=stream)
     check_wire_loop(result, handle)
     check_all_safe(result)
-    sent = request_id_positions("anthropic", handle.turn(2).json())
+    sent = request_id_positions("anthropic", handle.turn(2).json)
     assert ("srv", "srv:web_search.0") in sent
     assert ("ref", "srv:web_search.0") in sent  # tool_use_id and caller.tool_id
     assert ("srv", "srvtoolu_01AbC") in sent
@@ -216,7 +216,7 @@ def test_anthropic_server_tool_positions(
 def test_responses_previous_response_id(upstream: UpstreamServer, proxy: Mitmdump) -> None:
     """With previous_response_id the client sends only function_call_output.call_id."""
     raw = "functions.get_weather:0"
-    handle = upstream.scenario(raw_ids=[raw])
+    handle = upstream.scenario(ids=[raw])
     with wire_client(proxy) as client:
         first = client.post(handle.url("responses"), json={"model": "m", "input": "weather?"})
         call_id = first.json()["output"][0]["call_id"]
@@ -228,7 +228,7 @@ def test_responses_previous_response_id(upstream: UpstreamServer, proxy: Mitmdum
         }
         second = client.post(handle.url("responses"), json=body)
     assert second.status_code == 200
-    assert handle.turn(2).json()["input"][0]["call_id"] == raw
+    assert handle.turn(2).json["input"][0]["call_id"] == raw
 
 
 # ----------------------------------------------------------------------------- options
@@ -237,7 +237,7 @@ def test_responses_previous_response_id(upstream: UpstreamServer, proxy: Mitmdum
 def test_observe_mode_changes_nothing(upstream: UpstreamServer, mitm: MitmdumpPool) -> None:
     proxy = mitm.get(toolid_mode="observe")
     for api in APIS:
-        handle = upstream.scenario(raw_ids=["functions.get_weather:0"])
+        handle = upstream.scenario(ids=["functions.get_weather:0"])
         mark = proxy.mark()
         with wire_client(proxy) as client:
             result = wire_loop(client, handle, api, stream=False)
@@ -256,14 +256,14 @@ def test_hosts_option_limits_scope(upstream: UpstreamServer, mitm: MitmdumpPool)
     proxy = mitm.get(toolid_hosts="example.com,localhost")
     raw = "functions.get_weather:0"
     for api in APIS:
-        outside = upstream.scenario(raw_ids=[raw])
+        outside = upstream.scenario(ids=[raw])
         with wire_client(proxy) as client:
             result = wire_loop(client, outside, api, stream=False)
         check_wire_loop(result, outside, unchanged, unchanged)
         assert result.turn1_body == outside.turn(1).sent
         assert outside.turn(2).body == result.requests[1]
 
-        inside = upstream.scenario(raw_ids=[raw])
+        inside = upstream.scenario(ids=[raw])
         with wire_client(proxy) as client:
             result = wire_loop(
                 client, inside, api, stream=False, origin=f"http://localhost:{upstream.port}"
@@ -277,16 +277,16 @@ def test_strict_hosts_keep_client_ids(upstream: UpstreamServer, mitm: MitmdumpPo
     proxy = mitm.get(toolid_strict_hosts="127.0.0.1")
     raws = ["functions.x:0", "tid1_abc", "call_plain"]
     for api in APIS:
-        strict = upstream.scenario(raw_ids=raws)
+        strict = upstream.scenario(ids=raws)
         with wire_client(proxy) as client:
             result = wire_loop(client, strict, api, stream=False)
         check_wire_loop(result, strict, encode_safe, restore_strict)
-        calls = [v for k, v in request_id_positions(api, strict.turn(2).json()) if k == "call"]
+        calls = [v for k, v in request_id_positions(api, strict.turn(2).json) if k == "call"]
         assert "tid1_functions-2Ex-3A0" in calls  # not restorable to a strict host
         assert "tid1_abc" in calls  # restored: the raw id is itself safe
         assert "functions.x:0" not in calls
 
-        relaxed = upstream.scenario(raw_ids=raws)
+        relaxed = upstream.scenario(ids=raws)
         with wire_client(proxy) as client:
             result = wire_loop(
                 client, relaxed, api, stream=False, origin=f"http://localhost:{upstream.port}"
@@ -298,7 +298,7 @@ def test_strict_hosts_keep_client_ids(upstream: UpstreamServer, mitm: MitmdumpPo
 def test_profile_call(api: API, upstream: UpstreamServer, mitm: MitmdumpPool) -> None:
     proxy = mitm.get(toolid_profile="call")
     raws = ["functions.get_weather:0", "toolu_01AbC", "call_abc"]
-    handle = upstream.scenario(raw_ids=raws, item_ids=["fc_1", "fc.2", "call_x"])
+    handle = upstream.scenario(ids=raws, item_ids=["fc_1", "fc.2", "call_x"])
     with wire_client(proxy) as client:
         result = wire_loop(client, handle, api, stream=False)
     check_wire_loop(result, handle, encode_call)
@@ -307,7 +307,7 @@ def test_profile_call(api: API, upstream: UpstreamServer, mitm: MitmdumpPool) ->
         "call_tid1_toolu_01AbC",
         "call_abc",
     ]
-    sdk_handle = upstream.scenario(raw_ids=raws)
+    sdk_handle = upstream.scenario(ids=raws)
     sdk_result = sdk_loop(api, sdk_handle.base_url(api), proxy=proxy.url)
     check_client_ids(sdk_result, sdk_handle, encode_call)
     check_turn2_request(sdk_handle, sdk_result.requests[-1])
@@ -324,7 +324,7 @@ def test_https_upstream_sdk_subprocess(
     SSL_CERT_FILE when trust_env is on, the default). mitmdump runs with
     ssl_insecure=true because the upstream's certificate is self-signed."""
     raw = "functions.get_weather:0"
-    handles = {api: tls_upstream.scenario(raw_ids=[raw]) for api in APIS}
+    handles = {api: tls_upstream.scenario(ids=[raw]) for api in APIS}
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     for k in ("SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
         env.pop(k, None)
@@ -351,6 +351,6 @@ def test_https_upstream_sdk_subprocess(
         result = LoopResult(api=api, **seen[api])
         check_client_ids(result, handle, encode_safe)
         check_all_safe(result)
-        positions = request_id_positions(api, handle.turn(2).json())
+        positions = request_id_positions(api, handle.turn(2).json)
         assert {v for k, v in positions if k == "call"} == {raw}
         assert all(SAFE_ID.fullmatch(v) is None for _, v in positions)

@@ -1,5 +1,5 @@
 """Fault injection end to end: a real mitmdump with the toolid addon, a local upstream that
-misbehaves on purpose (tests/e2e/upstream.py, ``Scenario.responder``), raw httpx clients
+misbehaves on purpose (``standin.Scenario.responder``), raw httpx clients
 that read every byte, and the real SDKs where their error surface matters.
 
 For every fault the test checks:
@@ -37,6 +37,20 @@ import openai
 import pytest
 from backports import zstd
 from mitmproxy.net import encoding as mitm_encoding
+from standin import (
+    API,
+    Exchange,
+    Responder,
+    ScenarioHandle,
+    UpstreamServer,
+    abort,
+    client_bytes,
+    end_chunked,
+    kimi_parts,
+    sse_headers,
+    write_body,
+    write_head,
+)
 
 from toolid import encode
 from toolid.body import Direction, Policy
@@ -52,20 +66,6 @@ from .helpers import (
     encode_safe,
     toolid_warnings,
     turn1_request,
-)
-from .upstream import (
-    API,
-    Exchange,
-    Responder,
-    ScenarioHandle,
-    UpstreamServer,
-    abort,
-    client_bytes,
-    end_chunked,
-    kimi_parts,
-    sse_headers,
-    write_body,
-    write_head,
 )
 
 pytestmark = pytest.mark.e2e
@@ -99,7 +99,7 @@ def still_serves(proxy: Mitmdump, upstream: UpstreamServer, apis: list[API] | No
     with wire_client(proxy) as client:
         check_proxy_serves(
             client,
-            lambda: upstream.scenario(raw_ids=[KIMI, "x y:1"]),
+            lambda: upstream.scenario(ids=[KIMI, "x y:1"]),
             apis=apis,
         )
 

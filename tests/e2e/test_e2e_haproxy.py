@@ -30,6 +30,7 @@ from typing import Any, Literal, NamedTuple
 
 import httpx2
 import pytest
+from standin import API, ScenarioHandle, UpstreamServer
 
 from bench import haproxy
 
@@ -44,7 +45,6 @@ from .helpers import (
     sdk_http_client,
     sdk_loop,
 )
-from .upstream import API, ScenarioHandle, UpstreamServer
 
 # the first test may install HAProxy (apt-get: up to a few minutes on a slow mirror)
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -89,7 +89,7 @@ class Fleet:
         """One streamed SDK loop through HAProxy, checked (the agent sees only encoded ids,
         the upstream gets its exact ids back and every other byte); which process served
         each turn."""
-        handle = self.upstream.scenario(raw_ids=[RAW_ID], writes="random")
+        handle = self.upstream.scenario(ids=[RAW_ID], writes="random")
         recorded = LoopResult(api=api)
         kwargs: dict[str, Any] = {}
         base = handle.base_url(api)

@@ -26,6 +26,8 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from standin import API, MODEL, Exchange, ReuseUpstream
+from standin.strict import NATIVE_IDS, RULE_SETS, StrictHost, links, positions, violation
 
 from toolid import decode, encode
 
@@ -40,10 +42,7 @@ from .helpers import (
     request_id_positions,
     sdk_http_client,
 )
-from .reuse_upstream import Recorded, ReuseUpstream
-from .strict_hosts import NATIVE_IDS, RULE_SETS, StrictHost, links, positions, violation
 from .test_e2e_reuse import run_loop
-from .upstream import API, MODEL
 
 pytestmark = pytest.mark.e2e
 
@@ -304,7 +303,7 @@ class Sent:
 
     case: str
     body: bytes
-    got: Recorded
+    got: Exchange
     answer: Any = None
     error: Exception | None = None
     json: Any = field(init=False)

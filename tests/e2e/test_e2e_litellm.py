@@ -38,6 +38,15 @@ from typing import Any
 import anthropic
 import httpx
 import pytest
+from standin import (
+    API,
+    MODEL,
+    TOOL_ARGS,
+    WEATHER_TEXT,
+    ReuseUpstream,
+    ScenarioHandle,
+    UpstreamServer,
+)
 
 from toolid import encode
 
@@ -53,8 +62,6 @@ from .helpers import (
     response_id_positions,
     sdk_http_client,
 )
-from .reuse_upstream import ReuseUpstream
-from .upstream import API, FINAL_TEXT, MODEL, TOOL_ARGS, ScenarioHandle, UpstreamServer
 
 LITELLM_REQUIREMENTS = ["litellm[proxy]==1.108.7"]
 # 2.0.0 is the newest that installs: 3.1.1 depends on a package missing from npm.
@@ -310,7 +317,7 @@ def make_routes(
             ("forward", upstream, upstream.base_url, True),
             ("https", tls_upstream, tls_upstream.base_url, True),
         ):
-            handle = server.scenario(raw_ids=[RAW])
+            handle = server.scenario(ids=[RAW])
             path = handle.base_url("chat").removeprefix(server.base_url)  # /s/<key>/v1
             name = f"{kind}-{mode}"
             routes[name] = Route(name, origin + path, proxied, handle=handle)
@@ -450,7 +457,7 @@ def check_turn2(gateway: Gateway, handle: ScenarioHandle, expected_id: str) -> N
     assert handle.turn(1).api == gateway.api
     ex = handle.turn(2)
     assert ex.api == gateway.api, ex.path
-    assert request_id_positions(gateway.api, ex.json()) == [("call", expected_id)] * 2
+    assert request_id_positions(gateway.api, ex.json) == [("call", expected_id)] * 2
 
 
 # ----------------------------------------------------------------------------- tests
@@ -464,7 +471,7 @@ def test_gateway_alone(gateway: Gateway, stream: bool) -> None:
     assert route.handle is not None
     conv = converse(route, stream=stream)
     assert conv.calls == [[RAW]]
-    assert conv.final_text == FINAL_TEXT
+    assert conv.final_text == WEATHER_TEXT
     check_turn2(gateway, route.handle, gateway.alone_sends)
 
 
@@ -487,7 +494,7 @@ def test_gateway_with_toolid(gateway: Gateway, kind: str, stream: bool) -> None:
     conv = converse(route, stream=stream)
     assert conv.calls == [[SAFE]], gateway.logs_since(marks, route)
     assert conv.seen and all(SAFE_ID.fullmatch(i) for i in conv.seen), conv.seen
-    assert conv.final_text == FINAL_TEXT
+    assert conv.final_text == WEATHER_TEXT
     check_turn2(gateway, route.handle, RAW)
 
 

@@ -31,11 +31,11 @@ from typing import Any
 
 import httpx
 import pytest
+from standin import API, ScenarioHandle, UpstreamServer
 
 from .cases import APIS
 from .conftest import Mitmdump, MitmdumpPool
 from .helpers import Gauge, LoopResult, PeakRss, async_wire_loop, check_loop_bytes
-from .upstream import API, ScenarioHandle, UpstreamServer
 
 pytestmark = pytest.mark.e2e
 
@@ -66,7 +66,7 @@ async def agent(
             api: API = APIS[(n + i) % 3]
             stream = (n + i // 3) % 2 == 0
             handle = upstream.scenario(
-                raw_ids=[f"functions.agent{n}_loop{i}:0", f"tool {n}/{i}"],
+                ids=[f"functions.agent{n}_loop{i}:0", f"tool {n}/{i}"],
                 item_ids=[f"fc.{n}.{i}", f"fc_{n}_{i}"],
                 seed=n * 100_000 + i,
             )

@@ -28,10 +28,11 @@ import anthropic
 import openai
 import pytest
 from anthropic.lib.vertex import AnthropicVertex
+from standin import API, MODEL
+from standin.strict import Gateway
 
 from .conftest import Mitmdump, MitmdumpPool
 from .helpers import LoopResult, request_id_positions, sdk_http_client
-from .strict_hosts import Gateway
 from .test_e2e_host_rules import (
     CASE_HEADER,
     DEVIN,
@@ -54,7 +55,6 @@ from .test_e2e_host_rules import (
     history,
 )
 from .test_e2e_reuse import run_loop
-from .upstream import API, MODEL
 
 pytestmark = pytest.mark.e2e
 

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from mitmproxy import http
 from mitmproxy.io import FlowReader
+from standin import API, Exchange, ScenarioHandle, UpstreamServer, write_body, write_head
 
 from toolid import encode
 
 from .cases import wire_client
 from .conftest import Mitmdump, MitmdumpPool
 from .helpers import toolid_warnings
-from .upstream import API, Exchange, ScenarioHandle, UpstreamServer, write_body, write_head
 
 pytestmark = pytest.mark.e2e
 

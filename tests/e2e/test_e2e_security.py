@@ -41,6 +41,7 @@ import httpx
 import openai
 import pytest
 from cryptography import x509
+from standin import API, Exchange, ScenarioHandle, UpstreamServer, write_body, write_head
 
 from tests.test_web import accepts, non_loopback_addresses
 from toolid import encode
@@ -60,7 +61,6 @@ from .helpers import (
     turn1_request,
     wire_loop,
 )
-from .upstream import API, Exchange, ScenarioHandle, UpstreamServer, write_body, write_head
 
 pytestmark = pytest.mark.e2e
 
@@ -200,7 +200,7 @@ def secret_log(script_proxy: ScriptProxy, upstream: UpstreamServer) -> str:
     with httpx.Client(proxy=script_proxy.url, trust_env=False, timeout=30) as client:
         for api in APIS:
             for stream in (False, True):
-                handle = upstream.scenario(raw_ids=[KIMI])
+                handle = upstream.scenario(ids=[KIMI])
                 url = handle.url(api) + query
                 first = client.post(
                     url,
@@ -210,7 +210,7 @@ def secret_log(script_proxy: ScriptProxy, upstream: UpstreamServer) -> str:
                 assert first.status_code == 200
                 assert encode(KIMI) in first.text  # rewritten
         secrets = {**secret_headers(), "content-type": "application/json"}
-        handle = upstream.scenario(raw_ids=[KIMI])
+        handle = upstream.scenario(ids=[KIMI])
         broken = b'{"messages":[{"role":"tool","tool_call_id":"tid1_a-3A1","content":"%s"}' % (
             SECRETS["body"].encode()
         )
@@ -219,7 +219,7 @@ def secret_log(script_proxy: ScriptProxy, upstream: UpstreamServer) -> str:
         body = with_body_secret(turn1_request("chat", False))
         status, _ = post_raw(client, handle.url("chat") + query, body, **secrets)
         assert status == 200
-        handle = upstream.scenario(raw_ids=[KIMI])
+        handle = upstream.scenario(ids=[KIMI])
         body = SECRETS["body"].encode() + b" {}"  # not gzip at all, though it says so
         post_raw(
             client, handle.url("chat") + query, body, **secrets, **{"content-encoding": "gzip"}
@@ -301,7 +301,7 @@ def test_out_of_scope_https_is_tunnelled_untouched(
     inside.verify_directly_issued_by(mitm_ca)
 
     # out of scope, trusting only the upstream's certificate: works, untouched
-    handle = tls_upstream.scenario(raw_ids=[KIMI])
+    handle = tls_upstream.scenario(ids=[KIMI])
     with httpx.Client(
         proxy=proxy.url,
         verify=ssl.create_default_context(cafile=str(tls_upstream.cert_path)),
@@ -314,7 +314,7 @@ def test_out_of_scope_https_is_tunnelled_untouched(
     assert result.call_ids == [KIMI]
 
     # in scope, trusting mitmproxy's CA: intercepted and rewritten
-    handle = tls_upstream.scenario(raw_ids=[KIMI])
+    handle = tls_upstream.scenario(ids=[KIMI])
     with httpx.Client(
         proxy=proxy.url,
         verify=ssl.create_default_context(cafile=str(proxy.ca_cert)),
@@ -419,7 +419,7 @@ def lookalike_turn2(api: API, client_id: str, turn1: Any) -> dict[str, Any]:
 def test_sdk_ids_restored_only_at_id_positions(
     api: API, upstream: UpstreamServer, proxy: Mitmdump
 ) -> None:
-    handle = upstream.scenario(raw_ids=[KIMI])
+    handle = upstream.scenario(ids=[KIMI])
     client_id = encode(KIMI)
     recorded = LoopResult(api=api)
     http_client = sdk_http_client(recorded, proxy.url)
@@ -533,7 +533,7 @@ def id_paths(api: API, request: Any) -> list[tuple[Any, ...]]:
 
 
 def headers_sent(client_headers: dict[str, str], ex: Exchange) -> dict[str, str]:
-    received = {k.lower(): v for k, v in ex.headers}
+    received = ex.headers
     return {k: received.get(k, "<missing>") for k in client_headers}
 
 
@@ -545,7 +545,7 @@ def test_observe_mode_leaves_compressed_responses_and_their_headers(
     """observe: a gzip response (the upstream compresses whatever was asked) reaches the
     client byte for byte, with the same content-encoding and content-length."""
     proxy = mitm.get(toolid_mode="observe")
-    handle = upstream.scenario(raw_ids=[KIMI], gzip="force", framing="length")
+    handle = upstream.scenario(ids=[KIMI], gzip="force", framing="length")
     with (
         wire_client(proxy) as client,
         client.stream(
@@ -571,7 +571,7 @@ def test_observe_mode_leaves_request_headers(
     """Found here (fixed in c6baa17): observe mode still set accept-encoding: identity on
     streaming requests."""
     proxy = mitm.get(toolid_mode="observe")
-    handle = upstream.scenario(raw_ids=[KIMI])
+    handle = upstream.scenario(ids=[KIMI])
     headers = {"content-type": "application/json", "accept-encoding": "gzip, br"}
     with wire_client(proxy) as client:
         client.post(handle.url(api), content=dump_json(turn1_request(api, True)), headers=headers)
@@ -584,7 +584,7 @@ def test_observe_mode_leaves_buffered_request_headers(
 ) -> None:
     """(Non-streaming requests: nothing to ask of the upstream, headers untouched.)"""
     proxy = mitm.get(toolid_mode="observe")
-    handle = upstream.scenario(raw_ids=[KIMI])
+    handle = upstream.scenario(ids=[KIMI])
     headers = {
         "content-type": "application/json",
         "accept-encoding": "gzip, br",

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
+from standin import API, UpstreamServer
 
 from toolid import encode
 
@@ -36,7 +37,6 @@ from .helpers import (
     unchanged,
     wire_loop,
 )
-from .upstream import API, UpstreamServer
 
 pytestmark = pytest.mark.e2e
 
@@ -49,13 +49,13 @@ pytestmark = pytest.mark.e2e
 def test_sdk_stream_loop(api: API, raw: str, upstream: UpstreamServer, proxy: Mitmdump) -> None:
     """openai stream=True (Chat, Responses) and anthropic messages.stream, with the
     upstream writing 1-7 byte pieces, so ids are split across TCP writes."""
-    handle = upstream.scenario(raw_ids=[raw], writes="random")
+    handle = upstream.scenario(ids=[raw], writes="random")
     result = sdk_loop(api, handle.base_url(api), stream=True, proxy=proxy.url)
     assert handle.turn(1).stream and handle.turn(1).pieces > 50
     check_client_ids(result, handle, encode_safe)
     check_all_safe(result)
     check_turn2_request(handle, result.requests[-1])
-    positions = request_id_positions(api, handle.turn(2).json())
+    positions = request_id_positions(api, handle.turn(2).json)
     assert {v for k, v in positions if k == "call"} == {raw}
     if not needs_change(raw):
         check_proxy_rewrites(upstream, proxy)
@@ -79,7 +79,7 @@ def test_sdk_stream_loop(api: API, raw: str, upstream: UpstreamServer, proxy: Mi
 def test_sdk_stream_loop_variants(
     api: API, kwargs: dict[str, Any], upstream: UpstreamServer, proxy: Mitmdump
 ) -> None:
-    handle = upstream.scenario(raw_ids=["functions.get_weather:0", "x y:1"], **kwargs)
+    handle = upstream.scenario(ids=["functions.get_weather:0", "x y:1"], **kwargs)
     result = sdk_loop(api, handle.base_url(api), stream=True, proxy=proxy.url)
     check_client_ids(result, handle, encode_safe)
     check_all_safe(result)
@@ -90,7 +90,7 @@ def test_sdk_stream_loop_variants(
 def test_sdk_stream_loop_reverse_proxy(
     api: API, upstream: UpstreamServer, reverse_proxy: Mitmdump
 ) -> None:
-    handle = upstream.scenario(raw_ids=["functions.get_weather:0"], writes="random")
+    handle = upstream.scenario(ids=["functions.get_weather:0"], writes="random")
     base = handle.base_url(api).replace(upstream.base_url, reverse_proxy.url)
     result = sdk_loop(api, base, stream=True)
     check_client_ids(result, handle, encode_safe)
@@ -116,9 +116,9 @@ STREAM_VARIANTS = [
     ),
     pytest.param({"writes": "random", "sse_extras": True}, id="comments-trailing-space"),
     pytest.param({"writes": "random", "multiline_data": True}, id="multi-line-data"),
-    pytest.param({"writes": "random", "ensure_ascii": True, "raw_ids": ["é.0"]}, id="escaped"),
+    pytest.param({"writes": "random", "ensure_ascii": True, "ids": ["é.0"]}, id="escaped"),
     pytest.param(
-        {"writes": "random", "raw_ids": ["call_ok", "fn.x:1"], "item_ids": ["fc.odd:0", "fc_ok"]},
+        {"writes": "random", "ids": ["call_ok", "fn.x:1"], "item_ids": ["fc.odd:0", "fc_ok"]},
         id="mixed-item-ids",
     ),
 ]
@@ -131,7 +131,7 @@ def test_wire_stream_variants(
 ) -> None:
     """The stream the client receives is the upstream's, byte for byte (framing, line
     endings, comments, whitespace), except inside the id literals."""
-    kwargs = {"raw_ids": ["functions.get_weather:0", "call_keep_1"], **kwargs}
+    kwargs = {"ids": ["functions.get_weather:0", "call_keep_1"], **kwargs}
     handle = upstream.scenario(**kwargs)
     headers = {"accept-encoding": "gzip"} if kwargs.get("gzip") == "auto" else None
     with wire_client(proxy) as client:
@@ -143,7 +143,7 @@ def test_wire_stream_variants(
 @pytest.mark.parametrize("raw", RAW_IDS + ODD_RAW_IDS)
 @pytest.mark.parametrize("api", APIS)
 def test_wire_stream_ids(api: API, raw: str, upstream: UpstreamServer, proxy: Mitmdump) -> None:
-    handle = upstream.scenario(raw_ids=[raw], writes="random")
+    handle = upstream.scenario(ids=[raw], writes="random")
     with wire_client(proxy) as client:
         result = wire_loop(client, handle, api, stream=True)
     check_wire_loop(result, handle)
@@ -157,7 +157,7 @@ def test_wire_stream_ids(api: API, raw: str, upstream: UpstreamServer, proxy: Mi
 def test_wire_stream_reverse_proxy(
     api: API, upstream: UpstreamServer, reverse_proxy: Mitmdump
 ) -> None:
-    handle = upstream.scenario(raw_ids=["functions.get_weather:0"], writes="random", gzip="force")
+    handle = upstream.scenario(ids=["functions.get_weather:0"], writes="random", gzip="force")
     with wire_client() as client:
         result = wire_loop(client, handle, api, stream=True, origin=reverse_proxy.url)
     check_wire_loop(result, handle)
@@ -166,7 +166,7 @@ def test_wire_stream_reverse_proxy(
 def test_wire_stream_observe_mode(upstream: UpstreamServer, mitm: MitmdumpPool) -> None:
     proxy = mitm.get(toolid_mode="observe")
     for api in APIS:
-        handle = upstream.scenario(raw_ids=["functions.get_weather:0"], writes="random")
+        handle = upstream.scenario(ids=["functions.get_weather:0"], writes="random")
         mark = proxy.mark()
         with wire_client(proxy) as client:
             result = wire_loop(client, handle, api, stream=True)
@@ -181,7 +181,7 @@ def test_oversized_events_pass_unchanged(upstream: UpstreamServer, mitm: Mitmdum
     and the proxy warns; the stream still arrives whole."""
     proxy = mitm.get(toolid_max_event_bytes=100)
     for api in APIS:
-        handle = upstream.scenario(raw_ids=["functions.get_weather:0"], writes="random")
+        handle = upstream.scenario(ids=["functions.get_weather:0"], writes="random")
         mark = proxy.mark()
         with wire_client(proxy) as client:
             result = wire_loop(client, handle, api, stream=True)
@@ -233,7 +233,7 @@ def test_first_event_is_not_held_back(
     until the client has that event; a proxy that buffers the stream makes the upstream
     time out and send the rest first."""
     raw = "functions.get_weather:0"
-    handle = upstream.scenario(raw_ids=[raw], pause_after_events=-1, pause_timeout=3.0, **kwargs)
+    handle = upstream.scenario(ids=[raw], pause_after_events=-1, pause_timeout=3.0, **kwargs)
     with wire_client(proxy) as client:
         before_rest, data = _first_event_latency(client, handle.url(api), api, handle, encode(raw))
     assert before_rest, "the client got the first tool-call event only after the upstream's rest"
@@ -259,7 +259,7 @@ def test_http2_client_tls_upstream(
     verify = ssl.create_default_context(cafile=str(h2_proxy.ca_cert))
     raw = "functions.get_weather:0"
     for stream, kwargs in ((True, {"writes": "random"}), (False, {"framing": "length"})):
-        handle = tls_upstream.scenario(raw_ids=[raw], **kwargs)
+        handle = tls_upstream.scenario(ids=[raw], **kwargs)
         with httpx2.Client(
             proxy=h2_proxy.url, http2=True, verify=verify, trust_env=False, timeout=30.0
         ) as client:
@@ -277,7 +277,7 @@ def test_concurrent_streams(upstream: UpstreamServer, proxy: Mitmdump) -> None:
 
     def run(i: int, api: API) -> None:
         try:
-            handle = upstream.scenario(raw_ids=[f"functions.tool_{i}:{i}"], writes="random", seed=i)
+            handle = upstream.scenario(ids=[f"functions.tool_{i}:{i}"], writes="random", seed=i)
             with wire_client(proxy) as client:
                 result = wire_loop(client, handle, api, stream=True)
             check_wire_loop(result, handle)

@@ -22,12 +22,7 @@ from pathlib import Path
 
 import pytest
 from mitmproxy.net import encoding
-
-from . import cache
-from .cases import check_wire_loop, wire_client
-from .conftest import ADDON, REPO_ROOT, Mitmdump, MitmdumpPool
-from .helpers import dump_json, encode_safe, turn1_request, wire_loop
-from .upstream import (
+from standin import (
     API,
     Exchange,
     ScenarioHandle,
@@ -39,6 +34,11 @@ from .upstream import (
     write_body,
     write_head,
 )
+
+from . import cache
+from .cases import check_wire_loop, wire_client
+from .conftest import ADDON, REPO_ROOT, Mitmdump, MitmdumpPool
+from .helpers import dump_json, encode_safe, turn1_request, wire_loop
 
 pytestmark = pytest.mark.e2e
 

@@ -1,6 +1,6 @@
 """End to end: the Responses API over WebSocket through a real mitmdump, reverse and regular
 mode, between a real WebSocket client (the ``websockets`` library) and a stand-in upstream
-that speaks the protocol (``responses_ws.py``: Kimi-style ids, the same ones every turn, and a
+that speaks the protocol (``standin.responses_ws``: Kimi-style ids, the same ones every turn, and a
 conforming upstream that rejects any id it did not emit).
 
 Each tool loop runs on one connection, in both forms a client uses: ``previous_response_id``
@@ -18,13 +18,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from standin.responses_ws import Connection, ResponsesWsUpstream
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from toolid import codec
 
 from .conftest import Mitmdump, MitmdumpPool
-from .responses_ws import Connection, ResponsesWsUpstream
 
 pytestmark = pytest.mark.e2e
 

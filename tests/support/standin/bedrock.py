@@ -41,7 +41,9 @@ from botocore.credentials import Credentials
 
 from toolid.eventstream import frame
 
-from .upstream import make_self_signed_cert
+from . import messages
+from .replies import Call, Reply, dumps
+from .tls import make_self_signed_cert
 
 ACCESS_KEY: Final = "AKIAIOSFODNN7EXAMPLE"
 SECRET_KEY: Final = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -177,7 +179,9 @@ class BedrockStandIn:
         if exchange.op == "converse":
             return ok("application/json", json.dumps(converse_answer(tool_id)).encode())
         if exchange.op == "invoke":
-            return ok("application/json", json.dumps(messages_answer(tool_id)).encode())
+            return ok(
+                "application/json", dumps(messages.buffered(_messages_reply(tool_id))).encode()
+            )
         if exchange.op == "converse-stream":
             return ok(EVENTSTREAM, b"".join(converse_stream(tool_id)))
         return ok(EVENTSTREAM, b"".join(invoke_stream(tool_id)))
@@ -325,19 +329,15 @@ def converse_answer(tool_id: str) -> dict[str, Any]:
     }
 
 
-def messages_answer(tool_id: str) -> dict[str, Any]:
-    return {
-        "id": "msg_bdrk_01",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-4-5-20250929",
-        "content": [
-            {"type": "text", "text": "Checking the weather."},
-            {"type": "tool_use", "id": tool_id, "name": "get_weather", "input": {"city": "Paris"}},
-        ],
-        "stop_reason": "tool_use",
-        "usage": {"input_tokens": 12, "output_tokens": 7},
-    }
+def _messages_reply(tool_id: str) -> Reply:
+    """InvokeModel's answer: Claude's Messages shape (the renderer of ``messages``)."""
+    call = Call(tool_id, "", "get_weather", '{"city": "Paris"}')
+    return Reply(
+        calls=[call],
+        text="Checking the weather.",
+        model="claude-sonnet-4-5-20250929",
+        usage=(12, 7),
+    )
 
 
 def _event(kind: str, payload: dict[str, Any]) -> bytes:
@@ -377,42 +377,11 @@ def converse_stream(tool_id: str) -> list[bytes]:
 
 
 def invoke_stream(tool_id: str) -> list[bytes]:
-    events = [
-        {
-            "type": "message_start",
-            "message": {**messages_answer(tool_id), "content": [], "stop_reason": None},
-        },
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-        {
-            "type": "content_block_delta",
-            "index": 0,
-            "delta": {"type": "text_delta", "text": "Checking."},
-        },
-        {"type": "content_block_stop", "index": 0},
-        {
-            "type": "content_block_start",
-            "index": 1,
-            "content_block": {
-                "type": "tool_use",
-                "id": tool_id,
-                "name": "get_weather",
-                "input": {},
-            },
-        },
-        {
-            "type": "content_block_delta",
-            "index": 1,
-            "delta": {"type": "input_json_delta", "partial_json": '{"city": "Paris"}'},
-        },
-        {"type": "content_block_stop", "index": 1},
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": "tool_use"},
-            "usage": {"output_tokens": 7},
-        },
-        {"type": "message_stop", "amazon-bedrock-invocationMetrics": {"inputTokenCount": 12}},
-    ]
+    """The Messages events, each base64 in a ``chunk`` frame; Bedrock adds its metrics to
+    ``message_stop``."""
+    events = [data for _, data in messages.stream(_messages_reply(tool_id))]
+    events[-1] = {**events[-1], "amazon-bedrock-invocationMetrics": {"inputTokenCount": 12}}
     return [
-        _event("chunk", {"bytes": base64.b64encode(json.dumps(e).encode()).decode(), "p": "abcd"})
+        _event("chunk", {"bytes": base64.b64encode(dumps(e).encode()).decode(), "p": "abcd"})
         for e in events
     ]

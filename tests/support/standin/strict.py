@@ -30,8 +30,11 @@ from fnmatch import fnmatch
 from typing import Any, Final
 from urllib.parse import unquote
 
-from .reuse_upstream import PATTERN_TEXT, Recorded, ReuseUpstream, dict_items
-from .upstream import API
+from .agent import PATTERN_TEXT, ReuseUpstream
+from .apis import API
+from .messages import VERTEX_PATH
+from .replies import dict_items
+from .server import Exchange
 
 # Position kinds: a call's id and the results that refer to it share one kind.
 CHAT_CALL = "chat.call"  # messages[].tool_calls[].id, messages[].tool_call_id
@@ -295,10 +298,6 @@ class StrictHost(ReuseUpstream):
 
 # ----------------------------------------------------------------------------- a gateway
 
-# Vertex AI's Claude paths (.../publishers/anthropic/models/MODEL:streamRawPredict): the
-# Messages API, the model in the path
-_VERTEX_PATH: Final = re.compile(r"/publishers/([^/]+)/models/([^/:]+):(?:raw|streamRaw)Predict$")
-
 
 class Gateway(ReuseUpstream):
     """An OpenRouter-like stand-in: one host in front of many providers, picked per request
@@ -314,25 +313,24 @@ class Gateway(ReuseUpstream):
         self.providers = providers
         super().__init__(ids, **kwargs)
 
-    def model_of(self, rec: Recorded) -> str | None:
-        vertex = _VERTEX_PATH.search(unquote(rec.path.split("?", 1)[0]))
+    def model_of(self, rec: Exchange) -> str | None:
+        vertex = VERTEX_PATH.search(unquote(rec.path.split("?", 1)[0]))
         if vertex is not None:
             return f"{vertex[1]}/{vertex[2]}"
         model = rec.json.get("model") if isinstance(rec.json, dict) else None
         return model if isinstance(model, str) else None
 
-    def provider(self, rec: Recorded) -> str | None:
+    def provider(self, rec: Exchange) -> str | None:
         """The rule set of the provider the request's model names, or None."""
         model = self.model_of(rec)
         if model is None:
             return None
         return next((rules for glob, rules in self.providers.items() if fnmatch(model, glob)), None)
 
-    def _answer(self, rec: Recorded) -> tuple[int, str, list[bytes]]:
-        if rec.method == "POST" and rec.api is None and _VERTEX_PATH.search(rec.path):
-            rec.api = "anthropic"
-        if rec.method == "POST" and rec.api is not None and isinstance(rec.json, dict):
-            rules = self.provider(rec)
-            if rules is not None and (problem := violation(rules, rec.api, rec.json)):
-                return self._error(rec, 400, problem)
-        return super()._answer(rec)
+    def problem(self, ex: Exchange) -> str | None:
+        rules = self.provider(ex)
+        if rules is not None and ex.api is not None and isinstance(ex.json, dict):
+            problem = violation(rules, ex.api, ex.json)
+            if problem:
+                return problem
+        return super().problem(ex)

@@ -41,8 +41,9 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from .reuse_upstream import _Call, responses_stream
-from .upstream import make_self_signed_cert
+from . import responses
+from .replies import Call, Reply
+from .tls import make_self_signed_cert
 
 FINAL_TEXT = "Done: the command printed hello."
 ERROR_NOT_FOUND = "No tool call found for function call output with call_id {!r}."
@@ -211,21 +212,21 @@ class ResponsesWsUpstream:
         number = next(self._numbers)
         response_id = f"resp_ws{number}"
         turns_of[response_id] = done
-        model = req.get("model") if isinstance(req.get("model"), str) else "kimi-k3"
+        model = req["model"] if isinstance(req.get("model"), str) else "kimi-k3"
         if req.get("generate") is False:
-            calls: list[_Call] = []
-            events = [e for _, e in responses_stream([], "", model)]
+            calls: list[Call] = []
+            events = [e for _, e in responses.stream(Reply(model=model))]
             events = [e for e in events if e["type"] in ("response.created", "response.completed")]
-            events[-1]["response"]["output"] = []
         else:
             want = done < self.turns and bool(req.get("tools"))
-            items = self.item_ids or [f"fc_{number}_{i}" for i in range(len(self.ids))]
+            item_ids = self.item_ids or [f"fc_{number}_{i}" for i in range(len(self.ids))]
             calls = [
-                _Call(raw, item, self.name, self.arguments)
-                for raw, item in zip(self.ids, items, strict=True)
+                Call(raw, item, self.name, self.arguments)
+                for raw, item in zip(self.ids, item_ids, strict=True)
             ]
             calls = calls if want else []
-            events = [e for _, e in responses_stream(calls, FINAL_TEXT, model)]
+            reply = Reply(calls=calls, text="" if calls else FINAL_TEXT, model=model)
+            events = [e for _, e in responses.stream(reply)]
         with self._lock:
             self._emitted.update(c.id for c in calls)
             self._emitted_items.update(c.item_id for c in calls)
