@@ -191,7 +191,8 @@ _EVENT: Final = Doc.EVENT
 def spanned(source: bytes, located: list[Spanned], api: Api, doc: Doc, at: int = 0) -> list[Found]:
     """The ids the native parser reported (``id_spans``, ``event_ids``) in ``source``, as
     ``Found``, in ``find_ids``' order, their spans counted from ``at``."""
-    located.sort(key=_SLOT)  # table order, then document order (the walk's, kept by sort)
+    if len(located) > 1:
+        located.sort(key=_SLOT)  # table order, then document order (the walk's, kept by sort)
     rows = _rows(api, doc)
     make = tuple.__new__  # Found(...) without NamedTuple's Python-level __new__ (per id)
     holders = _HOLDERS
