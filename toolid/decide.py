@@ -20,7 +20,7 @@ from typing import Any, Literal, NamedTuple
 
 from toolid import codec
 from toolid.occurrence import CallIds
-from toolid.positions import REFERS, Api, Call, Found, path_order
+from toolid.positions import DEFINES, REFERS, Api, Call, Found, path_order
 from toolid.rules import RuleSet, assign
 
 Action = Literal["encoded", "restored", "kept", "mapped"]
@@ -101,10 +101,15 @@ def decide(
         calls = calls if calls is not None else CallIds(policy.profile)
         if len(found_ids) > 1 and not in_call_order:
             found_ids = call_order(found_ids)
-        for found in found_ids:
-            client = calls.client_id(found)
-            if client != found.value:
-                changes.append(make(Change, (found.path, found.value, client, "encoded", "", "")))
+        define, refer = calls.define, calls.refer
+        for found in found_ids:  # per id: CallIds.client_id, inline
+            value = found.value
+            if found.role is DEFINES:
+                client = define(found.call, found.key, value)
+            else:
+                client = refer(found.call, value)
+            if client != value:
+                changes.append(make(Change, (found.path, value, client, "encoded", "", "")))
                 add(found, client)
         return tuple(changes), targets
     if policy.rules is None:  # restore every encoded id
