@@ -164,6 +164,7 @@ class CallIds:
         self._latest: dict[str, str] = {}
         self._given: set[str] = set()  # client ids given to this response's calls
         self._tagged: set[str] = set()  # raw ids some call of which got an occurrence tag
+        self._taken: Set[str] | Taken | None = None  # what define asks: taken, or its ids
 
     def client_id(self, found: Found) -> str:
         """The client id for the id ``found`` in the response (encoded, maybe tagged)."""
@@ -187,7 +188,11 @@ class CallIds:
             return known
         occurrence = 1
         client = codec.encode(raw, self.profile)
-        while client in self._given or client in self.taken:
+        taken = self._taken
+        if taken is None:  # asked once: a set when the request's ids are known unparsed
+            ids = self.taken.known()
+            taken = self._taken = self.taken if ids is None else ids
+        while client in self._given or client in taken:
             occurrence += 1
             client = codec.encode(raw, self.profile, occurrence)
         if occurrence > 1:

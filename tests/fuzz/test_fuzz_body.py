@@ -39,6 +39,9 @@ from .budget import fuzz
 from .oracle import ASCII_ESCAPE, EDITED, FAILED, SECRET, check_rewrite, deep_equal, parse
 from .strategies import INVALID_UTF8, SURROGATE_BYTES, Chaos, chaos
 
+# Every test here runs with each backend: native, orjson alone, the standard library.
+pytestmark = pytest.mark.usefixtures("backend")
+
 POLICIES = st.sampled_from(
     [
         Policy(Direction.ENCODE),

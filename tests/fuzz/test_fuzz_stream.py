@@ -53,6 +53,9 @@ from .budget import fuzz
 from .oracle import SECRET
 from .strategies import INVALID_UTF8, SURROGATE_BYTES
 
+# Every test here runs with each backend: native, orjson alone, the standard library.
+pytestmark = pytest.mark.usefixtures("backend")
+
 CUTS = st.lists(st.integers(min_value=0), max_size=30)
 # Raw ids whose JSON literal json.dumps(ensure_ascii=False) spells as the rewriter does
 # (no lone surrogates), so that decoding the output must give back the input byte for byte.
