@@ -261,11 +261,16 @@ def check_through_toolid(
     driver: AgentDriver, scenario: Scenario, run: AgentRun, up: ReuseUpstream
 ) -> None:
     """``scenario`` ran through toolid: the agent completed, kept one client id per call
-    (safe, distinct, the k-th use of the raw id tagged k, in the order the calls came), and
-    its tool requests reached the stand-in with nothing but the stand-in's own ids."""
+    (safe, distinct, the k-th use of the raw id tagged k, turn by turn in the order the turns
+    came; the parallel calls of one turn in any order, as the agent runs them), and its tool
+    requests reached the stand-in with nothing but the stand-in's own ids."""
     check_completed(driver, run, up)
     got = driver.client_ids(run)
-    assert got == scenario.client_ids(driver.raw_id), summary(driver, run, up)
+    want, step = scenario.client_ids(driver.raw_id), scenario.parallel
+    turns = [sorted(got[at : at + step]) for at in range(0, len(got), step)]
+    assert turns == [sorted(want[at : at + step]) for at in range(0, len(want), step)], summary(
+        driver, run, up
+    )
     assert all(codec.is_strict_safe(i) for i in got) and len(set(got)) == len(got)
     check_upstream_got_its_own_ids(
         tool_requests(up, driver.api),
