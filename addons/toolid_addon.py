@@ -13,6 +13,8 @@ every tool-call id annotated, see ``toolid.annotate``) and the commands ``toolid
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import importlib.util
 import logging
 import re
@@ -85,6 +87,24 @@ _Command = TypeVar("_Command", bound=Callable[..., Any])
 def _command(name: str) -> Callable[[_Command], _Command]:
     """``mitmproxy.command.command``, typed."""
     return cast(Callable[[_Command], _Command], command.command(name))
+
+
+@contextlib.contextmanager
+def collector_deferred() -> Iterator[None]:
+    """Hold Python's cyclic garbage collector off while toolid rewrites one body, message or
+    piece. The rewrite makes thousands of small acyclic objects that reference counting frees
+    as it returns; a collection in the middle would find them alive, move them to older
+    generations and so, every few dozen requests, start a full collection over all of
+    mitmproxy's heap (tens of milliseconds each; see docs/performance.md). Deferred, the
+    collector runs after, when they are gone. A collector the user turned off stays off."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 class ToolId:
@@ -294,7 +314,8 @@ class ToolId:
             self._problem(flow, f"request left unchanged: unexpected error {exc!r}")
             return
         try:
-            self._rewrite_request(flow)
+            with collector_deferred():
+                self._rewrite_request(flow)
         except Exception as exc:
             self._problem(flow, f"request left unchanged: unexpected error {exc!r}")
 
@@ -321,7 +342,8 @@ class ToolId:
             return
         try:
             if not flow.response.stream:
-                self._rewrite_response(flow, flow.response)
+                with collector_deferred():
+                    self._rewrite_response(flow, flow.response)
             elif not self._record(flow).get("streamed"):
                 self._problem(flow, "response was streamed by another option; ids not rewritten")
         except Exception as exc:
@@ -381,7 +403,8 @@ class ToolId:
             return
         number = len(flow.websocket.messages)
         try:
-            self._rewrite_message(flow, socket, message, number)
+            with collector_deferred():
+                self._rewrite_message(flow, socket, message, number)
         except Exception as exc:
             self._problem(flow, f"message {number} left unchanged: unexpected error {exc!r}")
 
@@ -486,7 +509,8 @@ class ToolId:
 
     def _pairing(self, flow: http.HTTPFlow, result: Rewritten) -> None:
         try:
-            problems = result.pairing_problems()
+            with collector_deferred():
+                problems = result.pairing_problems()
             if not problems:
                 return
             self._record(flow)["pairing"] = [problem.record() for problem in problems]
@@ -574,11 +598,17 @@ class ToolId:
         def function(data: bytes) -> bytes | tuple[()]:
             if not current:
                 return data
+            deferred = gc.isenabled()  # as collector_deferred, inline: once per piece
+            if deferred:
+                gc.disable()
             try:
                 result = current[0].feed(data) if data else current[0].finish()
             except Exception as exc:  # it never raises; should it, the piece as it came
                 self._problem(flow, f"stream rewriting failed: {exc!r}")
                 return data
+            finally:
+                if deferred:
+                    gc.enable()
             if not data:
                 current.clear()
             try:

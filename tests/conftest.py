@@ -64,14 +64,23 @@ def long_run(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--long"))
 
 
-@pytest.fixture(params=["native", "python"])
+@pytest.fixture(params=["native", "orjson", "python"])
 def backend(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Run a test with toolid's accelerators as installed ("native": the native parser when it
-    is built, orjson when it is installed) and as pure standard-library Python ("python")."""
+    """Run a test with each of toolid's backends: its accelerators as installed ("native":
+    the native parser when it is built, orjson when it is installed), without the native
+    parser ("orjson": what a machine without a C compiler gets, orjson as installed), and as
+    pure standard-library Python ("python")."""
     from tests.test_jsonparse import stdlib_only  # noqa: PLC0415 - a test module's helper
+    from toolid import native  # noqa: PLC0415 - imported once a test asks
 
     if request.param == "native":
         yield request.param
+    elif request.param == "orjson":
+        saved, native.extension = native.extension, None
+        try:
+            yield request.param
+        finally:
+            native.extension = saved
     else:
         with stdlib_only():
             yield request.param

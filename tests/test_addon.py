@@ -966,8 +966,8 @@ def test_pairing_problems_are_named_and_the_request_goes_on(addon, caplog):
     assert warnings[0].startswith(
         "toolid: GET 127.0.0.1/v1/chat/completions: 2 pairing problems: missing-result "
     )
-    assert "; orphan-result call_zzz at messages[3].tool_call_id: OpenAI Chat answers" in (
-        warnings[0]
+    assert (
+        "; orphan-result call_zzz at messages[3].tool_call_id: OpenAI Chat answers" in (warnings[0])
     )
 
 

@@ -6,6 +6,7 @@ concrete paths and values that ``find_ids`` yields, and that look-alikes are not
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from toolid.positions import (
+    _COMPILED,
     HISTORY_LABELS,
     ID_KEYS,
     LABELS,
@@ -21,6 +23,8 @@ from toolid.positions import (
     Doc,
     Found,
     _compile,
+    _Each,
+    _Key,
     find_ids,
     history_member,
     history_members,
@@ -62,6 +66,22 @@ def test_every_position_compiles_and_is_served() -> None:
                 assert position.steps == _compile(path)
                 assert position.key in ID_KEYS
     assert set(TABLE) == set(Api)
+
+
+def test_no_literal_is_at_two_positions() -> None:
+    """Two positions of one document that name the same members (arrays aside: an object may
+    stand for an array of one) filter on disjoint types, so no literal is at both: the native
+    parser reports each literal once, and ``decide.Targets`` takes each span once."""
+    for (api, doc), compiled in _COMPILED.items():
+        for one, other in itertools.combinations(compiled, 2):
+            names = [[s.name for s in p.steps if isinstance(s, _Key)] for p in (one, other)]
+            if names[0] != names[1]:
+                continue
+            filters = [[s.types for s in p.steps if isinstance(s, _Each)] for p in (one, other)]
+            assert any(
+                a is not None and b is not None and not a & b
+                for a, b in zip(*filters, strict=False)
+            ), (api, doc, one.notation, other.notation)
 
 
 def test_a_history_is_the_requests_positions_then_its_elements_labels() -> None:

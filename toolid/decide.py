@@ -21,7 +21,7 @@ from typing import Any, Literal, NamedTuple
 
 from toolid import codec
 from toolid.occurrence import CallIds
-from toolid.positions import CALLS_BY_MENTION, REFERS, Api, Call, Found, path_order
+from toolid.positions import CALLS_BY_MENTION, DEFINES, REFERS, Api, Call, Found, path_order
 from toolid.rules import RuleSet, assign
 
 Action = Literal["encoded", "restored", "kept", "mapped"]
@@ -60,8 +60,9 @@ type Member = tuple[int, str] | tuple[int, int]  # one id position: (id(holder),
 
 
 class Targets:
-    """The id positions whose value changes, each once: its holder, key, old and new value
-    (and, where the native parser saw it, the span of its literal with the new value)."""
+    """The id positions whose value changes, each once: where the native parser located it,
+    the span of its literal with the new value (``spans``); else its holder, key, old and new
+    value (``members``: found in a parsed document, to be located in the bytes)."""
 
     __slots__ = ("client_ids", "members", "new", "spans")
 
@@ -71,14 +72,18 @@ class Targets:
         self.spans: list[tuple[tuple[int, int], str]] = []
         self.client_ids = False  # every old value is a client id made by the codec
 
+    def __bool__(self) -> bool:
+        return bool(self.spans or self.members)
+
     def add(self, found: Found, new: str) -> None:
         span = found.span
-        member = span if span is not None else (id(found.holder), found.key)
+        if span is not None:  # a located literal: the parser reports each once
+            self.spans.append((span, new))
+            return
+        member = (id(found.holder), found.key)
         if member not in self.new:
             self.new[member] = new
             self.members.append((found.holder, found.key, found.value, new))
-            if span is not None:
-                self.spans.append((span, new))
 
 
 def decide(
@@ -102,14 +107,17 @@ def decide(
         calls = calls if calls is not None else CallIds(policy.profile)
         if len(found_ids) > 1 and not in_call_order:
             found_ids = call_order(found_ids)
-        alone = api in CALLS_BY_MENTION  # every definition is a call of its own
-        for found in found_ids:
-            if alone and found.role is not REFERS:
-                client = calls.define_alone(found.value)
+        define, refer = calls.define, calls.refer
+        if api in CALLS_BY_MENTION:  # every definition is a call of its own
+            define = calls.define_alone
+        for found in found_ids:  # per id: CallIds.client_id, inline
+            value = found.value
+            if found.role is DEFINES:
+                client = define(found.call, found.key, value)
             else:
-                client = calls.client_id(found)
-            if client != found.value:
-                changes.append(make(Change, (found.path, found.value, client, "encoded", "", "")))
+                client = refer(found.call, value)
+            if client != value:
+                changes.append(make(Change, (found.path, value, client, "encoded", "", "")))
                 add(found, client)
         return tuple(changes), targets
     if policy.rules is None:  # restore every encoded id

@@ -50,7 +50,7 @@ class Located(NamedTuple):  # made for every document read: a tuple is quickest 
     def edits(self, source: bytes, targets: Targets) -> tuple[Edit, ...]:
         """The edits that give every position in ``targets`` its new value, in ``source``
         (the bytes this was located in). Raises RewriteError when they cannot be proved."""
-        if not targets.members:
+        if not targets:
             return ()
         if self.document is None:  # every id's span is known
             make = tuple.__new__  # Edit(...) without NamedTuple's Python-level __new__
@@ -130,8 +130,9 @@ def events(
         )
         if located is not None:
             end, reported = located
+            rows = _rows(api, _EVENT)
             return end, [
-                (start, stop, None if ids is None else spanned(data, ids, api, _EVENT))
+                (start, stop, None if ids is None else _as_found(data, ids, rows))
                 for start, stop, ids in reported
             ]
     end, marked = marked_events(data, 0, len(data), markers)
@@ -191,8 +192,15 @@ _EVENT: Final = Doc.EVENT
 def spanned(source: bytes, located: list[Spanned], api: Api, doc: Doc, at: int = 0) -> list[Found]:
     """The ids the native parser reported (``id_spans``, ``event_ids``) in ``source``, as
     ``Found``, in ``find_ids``' order, their spans counted from ``at``."""
-    located.sort(key=_SLOT)  # table order, then document order (the walk's, kept by sort)
-    rows = _rows(api, doc)
+    return _as_found(source, located, _rows(api, doc), at)
+
+
+def _as_found(
+    source: bytes, located: list[Spanned], rows: tuple[tuple[str, Role, str], ...], at: int = 0
+) -> list[Found]:
+    """``spanned``, given each position's (key, role, kind) by slot (``_rows``)."""
+    if len(located) > 1:
+        located.sort(key=_SLOT)  # table order, then document order (the walk's, kept by sort)
     make = tuple.__new__  # Found(...) without NamedTuple's Python-level __new__ (per id)
     holders = _HOLDERS
     found: list[Found] = []

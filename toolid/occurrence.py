@@ -164,6 +164,7 @@ class CallIds:
         self._latest: dict[str, str] = {}
         self._given: set[str] = set()  # client ids given to this response's calls
         self._tagged: set[str] = set()  # raw ids some call of which got an occurrence tag
+        self._taken: Set[str] | Taken | None = None  # what define asks: taken, or its ids
 
     def client_id(self, found: Found) -> str:
         """The client id for the id ``found`` in the response (encoded, maybe tagged)."""
@@ -185,16 +186,24 @@ class CallIds:
         known = self._calls.get((call, key, raw))
         if known is not None:
             return known
-        client = self._calls[(call, key, raw)] = self.define_alone(raw)
+        client = self._calls[(call, key, raw)] = self._fresh(raw)
         self._by_call[(call, raw)] = client
         return client
 
-    def define_alone(self, raw: str) -> str:
-        """The client id of a call with raw id ``raw`` that no other mention names (each
+    def define_alone(self, call: Call, key: str, raw: str) -> str:
+        """``define`` for a call that no other mention names, whatever its number (each
         Gemini functionCall part is a whole call: ``positions.CALLS_BY_MENTION``)."""
+        return self._fresh(raw)
+
+    def _fresh(self, raw: str) -> str:
+        """The first client id for ``raw`` that is neither taken nor given yet, now given."""
         occurrence = 1
         client = codec.encode(raw, self.profile)
-        while client in self._given or client in self.taken:
+        taken = self._taken
+        if taken is None:  # asked once: a set when the request's ids are known unparsed
+            ids = self.taken.known()
+            taken = self._taken = self.taken if ids is None else ids
+        while client in self._given or client in taken:
             occurrence += 1
             client = codec.encode(raw, self.profile, occurrence)
         if occurrence > 1:

@@ -282,8 +282,10 @@ class StreamRewriter(PieceRewriter):
         assert self.api is not None
         changes, targets = decide(batch, self.api, self.policy, self.calls, in_call_order=True)
         self.changes.extend(changes)
-        located = [Edit(start, end, literal_of(new)) for (start, end), new in targets.spans]
-        located.sort()
+        make = tuple.__new__  # Edit(...) without NamedTuple's Python-level __new__ (per id)
+        located = [make(Edit, (start, end, literal_of(new))) for (start, end), new in targets.spans]
+        if len(located) > 1:
+            located.sort()
         edits.extend(located)
 
     def _unmarked(self, run: bytes) -> bytes:

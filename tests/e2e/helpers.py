@@ -19,6 +19,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,6 +164,31 @@ def request_id_positions(api: API, req: Any) -> list[tuple[str, str]]:
             content = m.get("content")
             out.extend(_anthropic_block_ids(content if isinstance(content, list) else []))
     return out
+
+
+def check_upstream_got_its_own_ids(
+    reqs: list[Exchange],
+    api: API,
+    raw: str,
+    *,
+    turns: int,
+    parallel: int = 1,
+    item_ids: Iterable[str] = (),
+) -> None:
+    """A tool loop's requests as the upstream got them (``parallel`` calls with the raw id
+    ``raw`` in each of ``turns`` tool turns, then the final answer): all answered 200, the
+    t-th holding the t tool turns before it, every call and every result under ``raw`` and
+    every Responses item id one of ``item_ids``: the upstream's own ids, nothing else."""
+    assert [r.status for r in reqs] == [200] * (turns + 1), [(r.status, r.error) for r in reqs]
+    for t, rec in enumerate(reqs):
+        positions = request_id_positions(api, rec.json)
+        calls = t * parallel  # the calls in the history of the (t+1)-th request
+        # each call's id stands twice: at the call and at its result
+        want = {"call": calls, "ref": calls} if api == "anthropic" else {"call": 2 * calls}
+        kinds = Counter(k for k, _ in positions if k != "item")
+        assert kinds == Counter(want), f"request {t + 1}: {positions!r}"
+        wrong = [(k, v) for k, v in positions if v not in ({*item_ids} if k == "item" else {raw})]
+        assert not wrong, f"request {t + 1}: the upstream got {wrong!r}, not its own ids"
 
 
 # ----------------------------------------------------------------------------- SSE

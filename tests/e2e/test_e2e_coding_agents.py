@@ -1,29 +1,35 @@
-"""End to end with real coding agents: OpenCode, Qwen Code and pi, headless, against the
-Kimi-style stand-in, in the three shapes an upstream like Kimi gives them: a one-turn loop,
-three tool turns with one id reused every turn, and two parallel calls that share one id.
+"""End to end with real coding agents: OpenCode, Qwen Code, Cline, kimi-cli and pi,
+headless, against the Kimi-style stand-in, in the three shapes an upstream like Kimi gives
+them (``agents_common.SCENARIOS``): a one-turn loop, three tool turns with one id reused
+every turn, and two parallel calls that share one id.
 
 Through a reverse-mode mitmdump with toolid every agent completes, the tool-call ids it kept
-(read from its JSON output) are safe and distinct, one per call, and the stand-in gets back
-exactly its own ids. Straight at the stand-in, the agents fail where they fail:
+(read from its JSON output or stored session) are safe and distinct, one per call, and the
+stand-in gets back exactly its own ids. Straight at the stand-in, the agents fail where they
+fail:
 
 - OpenCode (Chat Completions and Responses) keeps one of two parallel calls sharing an id;
 - Qwen Code rejects two parallel calls sharing an id as "a malformed tool call", and renames
   an id reused in a later turn ``<id>__qwen_dup_2``, which it sends to the upstream, then halts;
+- Cline merges two parallel calls sharing an id into one and joins their arguments, which its
+  tool rejects as invalid JSON;
 - pi (Chat Completions) gives the second of two parallel calls sharing an id the id ``""`` and
-  no name, so that call fails ("Tool  not found") and ``""`` goes to the upstream.
+  no name, so that call fails ("Tool  not found") and ``""`` goes to the upstream;
+- kimi-cli does not break, but keeps the raw id, unsafe, one identity for every call.
 
 (OpenCode with an id reused across turns, and pi on the Responses API, whose ids join the
 call id and the item id, work without toolid: no test asserts a failure there.) Each agent
-also runs once as a client of toolid as an HTTPS proxy, trusting its CA through
-``NODE_EXTRA_CA_CERTS``.
+also runs once as a client of toolid as an HTTPS proxy, trusting its CA through the variable
+its runtime reads (``NODE_EXTRA_CA_CERTS``; ``SSL_CERT_FILE`` for kimi-cli, a Python program).
 
-The agents (npm, pinned) are installed by the first run into the cache of ``cache.py``.
+The agents (npm and PyPI, pinned) are installed by the first run into the cache of
+``cache.py``. Cline runs with ``CLINE_SESSION_BACKEND_MODE=local``: in its default mode it
+starts a detached "hub" daemon on a fixed port, which concurrent runs would share.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,23 +38,25 @@ import pytest
 from standin import API, ReuseUpstream, count_tool_results
 
 from .agents_common import (
+    CAP,
     PARALLEL_ONE_ID,
     PROMPT,
     REUSED_ACROSS_TURNS,
     SCENARIOS,
     AgentDriver,
     AgentRun,
+    RunCheck,
     Scenario,
-    check_client_ids,
-    check_completed,
-    check_upstream_ids,
-    run_agent,
+    StreamJsonDriver,
+    check_keeps_the_raw_id,
     stream_json_result,
-    stream_json_tool_use_ids,
     summary,
+    through_https_proxy,
+    through_toolid,
     tool_requests,
+    without_toolid,
 )
-from .cache import npm_bin
+from .cache import npm_bin, venv
 from .conftest import MitmdumpPool
 from .helpers import request_id_positions
 
@@ -56,9 +64,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.agent]
 
 OPENCODE = ("opencode-ai", "1.18.33", "opencode")
 QWEN_CODE = ("@qwen-code/qwen-code", "0.24.4", "qwen")
+CLINE = ("cline", "3.0.65", "cline")
+KIMI_CLI = "kimi-cli==1.50.0"
 PI = ("@mariozechner/pi-coding-agent", "0.73.1", "pi")
 MODEL = "kimi-k2"
-CAP = 12  # model requests the stand-in answers (a runaway agent is cut off there)
 
 
 # ----------------------------------------------------------------------------- drivers
@@ -73,7 +82,7 @@ class OpenCode(AgentDriver):
     def __init__(self, provider: str, api: API) -> None:
         self.provider, self.api, self.id = provider, api, f"opencode-{api}"
 
-    def command(self) -> list[str]:
+    def command(self, home: Path, work: Path) -> list[str]:
         run = ["run", "--format", "json", "--auto", "-m", f"standin/{MODEL}", PROMPT]
         return [str(npm_bin(*OPENCODE)), *run]
 
@@ -103,14 +112,14 @@ class OpenCode(AgentDriver):
         return texts[-1] if texts else None
 
 
-class QwenCode(AgentDriver):
+class QwenCode(StreamJsonDriver):
     """Qwen Code on its OpenAI (Chat Completions) auth type; ``--debug`` makes it log why it
     rejected a response to ``~/.qwen/debug/<session>.txt``."""
 
     id, api = "qwen-code", "chat"
     tool, arguments = "glob", '{"pattern": "*.txt"}'
 
-    def command(self) -> list[str]:
+    def command(self, home: Path, work: Path) -> list[str]:
         flags = ["--auth-type", "openai", "-m", MODEL, "--yolo", "--debug", "-o", "stream-json"]
         return [str(npm_bin(*QWEN_CODE)), *flags, PROMPT]
 
@@ -130,15 +139,105 @@ class QwenCode(AgentDriver):
             "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
         }
 
-    def client_ids(self, run: AgentRun) -> list[str]:
-        return stream_json_tool_use_ids(run.events)
-
-    def final_text(self, run: AgentRun) -> str | None:
-        results = [e for e in run.events if e.get("type") == "result" and not e.get("is_error")]
-        return results[-1].get("result") if results else None
-
     def debug_log(self, run: AgentRun) -> str:
         return "".join(p.read_text() for p in sorted((run.home / ".qwen" / "debug").glob("*.txt")))
+
+
+class Cline(AgentDriver):
+    """The Cline CLI on its ``openai-compatible`` provider (Chat Completions). What it kept is
+    its stored session, ``~/.cline/data/sessions/*/*.messages.json``: the history it replays."""
+
+    id, api = "cline", "chat"
+    tool, arguments = "run_commands", '{"commands": ["ls"]}'
+
+    def command(self, home: Path, work: Path) -> list[str]:
+        return [str(npm_bin(*CLINE)), "--json", "-c", str(work), PROMPT]
+
+    def configure(self, home: Path, work: Path, base_url: str) -> dict[str, str]:
+        """What ``cline auth -p openai-compatible -k KEY -m MODEL -b URL`` writes (``updatedAt``
+        included: without it Cline ignores the provider), with telemetry and updates off."""
+        settings = home / ".cline" / "data" / "settings"
+        settings.mkdir(parents=True)
+        provider = {
+            "settings": {
+                "provider": "openai-compatible",
+                "apiKey": "dummy",
+                "model": MODEL,
+                "baseUrl": base_url,
+            },
+            "updatedAt": "2026-01-01T00:00:00.000Z",
+            "tokenSource": "manual",
+        }
+        providers = {
+            "version": 1,
+            "lastUsedProvider": "openai-compatible",
+            "modes": {},
+            "providers": {"openai-compatible": provider},
+        }
+        (settings / "providers.json").write_text(json.dumps(providers))
+        global_settings = {"telemetryOptOut": True, "autoUpdateEnabled": False}
+        (settings / "global-settings.json").write_text(json.dumps(global_settings))
+        return {"CLINE_SESSION_BACKEND_MODE": "local"}
+
+    def blocks(self, run: AgentRun) -> list[Any]:
+        """The content blocks of its stored session's messages, in order."""
+        sessions = run.home / ".cline" / "data" / "sessions"
+        messages = [
+            m
+            for path in sorted(sessions.glob("*/*.messages.json"))
+            for m in json.loads(path.read_text())["messages"]
+        ]
+        return [b for m in messages if isinstance(m["content"], list) for b in m["content"]]
+
+    def client_ids(self, run: AgentRun) -> list[str]:
+        return [b["id"] for b in self.blocks(run) if b.get("type") == "tool_use"]
+
+    def failed_results(self, run: AgentRun) -> list[str]:
+        """The texts of the tool results it marked as errors."""
+        return [
+            str(b["content"])
+            for b in self.blocks(run)
+            if b.get("type") == "tool_result" and b.get("is_error")
+        ]
+
+    def final_text(self, run: AgentRun) -> str | None:
+        texts = [
+            e["text"]
+            for e in run.events
+            if e.get("type") == "run_result" and e.get("finishReason") == "completed"
+        ]
+        return texts[-1] if texts else None
+
+
+class KimiCli(AgentDriver):
+    """kimi-cli (a Python program) on a provider of type ``kimi`` (Chat Completions); its
+    ``stream-json`` output prints every message of its history as it sends it."""
+
+    id, api = "kimi-cli", "chat"
+    tool, arguments = "Glob", '{"pattern": "*.txt"}'
+    ca_variable = "SSL_CERT_FILE"
+
+    def command(self, home: Path, work: Path) -> list[str]:
+        kimi = venv("kimi-cli", [KIMI_CLI]) / "bin" / "kimi"
+        config = ["--config-file", str(home / "kimi.toml")]
+        flags = ["--print", "--output-format", "stream-json", *config, "-w", str(work)]
+        return [str(kimi), *flags, "-p", PROMPT]
+
+    def configure(self, home: Path, work: Path, base_url: str) -> dict[str, str]:
+        (home / "kimi.toml").write_text(
+            'default_model = "standin"\n\n[providers.standin]\ntype = "kimi"\n'
+            f'base_url = "{base_url}"\napi_key = "dummy"\n\n[models.standin]\n'
+            f'provider = "standin"\nmodel = "{MODEL}"\nmax_context_size = 131072\n'
+        )
+        return {}
+
+    def client_ids(self, run: AgentRun) -> list[str]:
+        said = [e for e in run.events if e.get("role") == "assistant"]
+        return [c["id"] for e in said for c in e.get("tool_calls") or []]
+
+    def final_text(self, run: AgentRun) -> str | None:
+        said = [e for e in run.events if e.get("role") == "assistant"]
+        return next((e["content"] for e in said[::-1] if isinstance(e["content"], str)), None)
 
 
 class Pi(AgentDriver):
@@ -149,7 +248,7 @@ class Pi(AgentDriver):
     def __init__(self, kind: str, api: API) -> None:
         self.kind, self.api, self.id = kind, api, f"pi-{api}"
 
-    def command(self) -> list[str]:
+    def command(self, home: Path, work: Path) -> list[str]:
         flags = ["--offline", "--provider", "standin", "--model", MODEL, "--mode", "json"]
         return [str(npm_bin(*PI)), *flags, "--no-session", "-p", PROMPT]
 
@@ -197,15 +296,19 @@ class Pi(AgentDriver):
 OPENCODE_CHAT = OpenCode("@ai-sdk/openai-compatible", "chat")
 OPENCODE_RESPONSES = OpenCode("@ai-sdk/openai", "responses")
 QWEN = QwenCode()
+CLINE_CHAT = Cline()
+KIMI_CHAT = KimiCli()
 PI_CHAT = Pi("openai-completions", "chat")
 PI_RESPONSES = Pi("openai-responses", "responses")
-DRIVERS = [OPENCODE_CHAT, OPENCODE_RESPONSES, QWEN, PI_CHAT, PI_RESPONSES]
+DRIVERS = [OPENCODE_CHAT, OPENCODE_RESPONSES, QWEN, CLINE_CHAT, KIMI_CHAT, PI_CHAT, PI_RESPONSES]
 
 
 # ----------------------------------------------------------------------------- failures
 
 
-def opencode_keeps_one_of_two_calls(driver: AgentDriver, run: AgentRun, up: ReuseUpstream) -> None:
+def opencode_keeps_one_of_two_calls(
+    driver: AgentDriver, scenario: Scenario, run: AgentRun, up: ReuseUpstream
+) -> None:
     """Of two calls sharing an id, OpenCode runs and sends back one; the stand-in, one result
     short, asks again."""
     reqs = tool_requests(up, driver.api)
@@ -218,7 +321,7 @@ def opencode_keeps_one_of_two_calls(driver: AgentDriver, run: AgentRun, up: Reus
 
 
 def qwen_rejects_two_calls_with_one_id(
-    driver: AgentDriver, run: AgentRun, up: ReuseUpstream
+    driver: AgentDriver, scenario: Scenario, run: AgentRun, up: ReuseUpstream
 ) -> None:
     """Qwen Code rejects the response as a malformed tool call and retries (the stand-in
     refuses the retry, so the test does not wait out its four back-offs): no tool ran."""
@@ -230,7 +333,9 @@ def qwen_rejects_two_calls_with_one_id(
     assert run.headless.returncode == 1 and stream_json_result(run.events)["is_error"] is True
 
 
-def qwen_renames_a_reused_id(driver: AgentDriver, run: AgentRun, up: ReuseUpstream) -> None:
+def qwen_renames_a_reused_id(
+    driver: AgentDriver, scenario: Scenario, run: AgentRun, up: ReuseUpstream
+) -> None:
     """Qwen Code renames the id's second use, skips the call as a duplicate, sends the renamed
     id to the upstream and halts on its loop detection."""
     assert isinstance(driver, QwenCode)
@@ -244,7 +349,21 @@ def qwen_renames_a_reused_id(driver: AgentDriver, run: AgentRun, up: ReuseUpstre
     assert "Loop detection" in result["error"]["message"], result
 
 
-def pi_empties_the_second_id(driver: AgentDriver, run: AgentRun, up: ReuseUpstream) -> None:
+def cline_merges_two_calls_with_one_id(
+    driver: AgentDriver, scenario: Scenario, run: AgentRun, up: ReuseUpstream
+) -> None:
+    """Cline merges the two calls into one whose arguments (both calls' joined) are not JSON:
+    the upstream gets one call and one failed result where it sent two calls."""
+    assert isinstance(driver, Cline)
+    assert driver.client_ids(run) == [driver.raw_id], summary(driver, run, up)
+    assert count_tool_results("chat", tool_requests(up, "chat")[1].json) == 1
+    failed = driver.failed_results(run)
+    assert failed and all("invalid JSON arguments" in e for e in failed), summary(driver, run, up)
+
+
+def pi_empties_the_second_id(
+    driver: AgentDriver, scenario: Scenario, run: AgentRun, up: ReuseUpstream
+) -> None:
     """pi gives the second call the id "" and no name: that call fails, and "" goes to the
     upstream as a call id and a result's id."""
     assert driver.client_ids(run) == [driver.raw_id, ""], summary(driver, run, up)
@@ -256,12 +375,13 @@ def pi_empties_the_second_id(driver: AgentDriver, run: AgentRun, up: ReuseUpstre
 
 
 @dataclass(frozen=True)
-class Failure:
-    """What ``driver`` does wrong in ``scenario`` without toolid, checked by ``check``."""
+class Without:
+    """What ``driver`` does in ``scenario`` without toolid, checked by ``check``, against a
+    stand-in that answers ``max_requests`` model requests."""
 
     driver: AgentDriver
     scenario: Scenario
-    check: Callable[[AgentDriver, AgentRun, ReuseUpstream], None]
+    check: RunCheck
     max_requests: int = CAP
 
     @property
@@ -269,12 +389,15 @@ class Failure:
         return f"{self.driver.id}-{self.scenario.name}"
 
 
-FAILURES = [
-    Failure(OPENCODE_CHAT, PARALLEL_ONE_ID, opencode_keeps_one_of_two_calls),
-    Failure(OPENCODE_RESPONSES, PARALLEL_ONE_ID, opencode_keeps_one_of_two_calls),
-    Failure(QWEN, PARALLEL_ONE_ID, qwen_rejects_two_calls_with_one_id, max_requests=1),
-    Failure(QWEN, REUSED_ACROSS_TURNS, qwen_renames_a_reused_id),
-    Failure(PI_CHAT, PARALLEL_ONE_ID, pi_empties_the_second_id),
+WITHOUT_TOOLID = [
+    Without(OPENCODE_CHAT, PARALLEL_ONE_ID, opencode_keeps_one_of_two_calls),
+    Without(OPENCODE_RESPONSES, PARALLEL_ONE_ID, opencode_keeps_one_of_two_calls),
+    Without(QWEN, PARALLEL_ONE_ID, qwen_rejects_two_calls_with_one_id, max_requests=1),
+    Without(QWEN, REUSED_ACROSS_TURNS, qwen_renames_a_reused_id),
+    Without(CLINE_CHAT, PARALLEL_ONE_ID, cline_merges_two_calls_with_one_id),
+    Without(KIMI_CHAT, PARALLEL_ONE_ID, check_keeps_the_raw_id),
+    Without(KIMI_CHAT, REUSED_ACROSS_TURNS, check_keeps_the_raw_id),
+    Without(PI_CHAT, PARALLEL_ONE_ID, pi_empties_the_second_id),
 ]
 
 
@@ -290,35 +413,18 @@ def by_id(value: Any) -> str:
 def test_through_toolid_the_agent_completes(
     driver: AgentDriver, scenario: Scenario, mitm: MitmdumpPool, tmp_path: Path
 ) -> None:
-    with driver.upstream(scenario, max_requests=CAP) as up:
-        proxy = mitm.get(mode=f"reverse:{up.base_url}")
-        run = run_agent(driver, proxy.url + "/v1", tmp_path)
-    check_completed(driver, run, up)
-    check_client_ids(driver, scenario, run)
-    check_upstream_ids(driver, scenario, up)
+    through_toolid(driver, scenario, mitm, tmp_path)
 
 
-@pytest.mark.parametrize("failure", FAILURES, ids=by_id)
-def test_without_toolid_the_agent_fails(failure: Failure, tmp_path: Path) -> None:
-    driver = failure.driver
-    with driver.upstream(failure.scenario, max_requests=failure.max_requests) as up:
-        run = run_agent(driver, up.sdk_url(driver.api), tmp_path)
-    failure.check(driver, run, up)
+@pytest.mark.parametrize("case", WITHOUT_TOOLID, ids=by_id)
+def test_without_toolid(case: Without, tmp_path: Path) -> None:
+    without_toolid(case.driver, case.scenario, case.check, tmp_path, max_requests=case.max_requests)
 
 
-@pytest.mark.parametrize("driver", [OPENCODE_CHAT, QWEN, PI_CHAT], ids=by_id)
+@pytest.mark.parametrize("driver", [OPENCODE_CHAT, QWEN, CLINE_CHAT, KIMI_CHAT, PI_CHAT], ids=by_id)
 def test_through_toolid_as_an_https_proxy(
     driver: AgentDriver, mitm: MitmdumpPool, tmp_path: Path
 ) -> None:
-    """An https:// base URL, ``HTTPS_PROXY`` at a regular-mode mitmdump (every other host
-    answered 404) and ``NODE_EXTRA_CA_CERTS`` at its CA: two parallel calls sharing one id
-    come through rewritten."""
-    scenario = PARALLEL_ONE_ID
-    with driver.upstream(scenario, max_requests=CAP, tls_dir=tmp_path / "tls") as up:
-        proxy = mitm.get(connection_strategy="lazy", block_list="/!~d 127.0.0.1/404")
-        run = run_agent(
-            driver, up.sdk_url(driver.api), tmp_path, https_proxy=proxy.url, ca_cert=proxy.ca_cert
-        )
-    check_completed(driver, run, up)
-    check_client_ids(driver, scenario, run)
-    check_upstream_ids(driver, scenario, up)
+    """An https:// base URL, ``HTTPS_PROXY`` at toolid in regular mode and mitmproxy's CA in
+    the agent's CA variable: an id reused across turns comes through rewritten."""
+    through_https_proxy(driver, REUSED_ACROSS_TURNS, mitm, tmp_path)

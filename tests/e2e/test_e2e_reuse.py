@@ -10,7 +10,7 @@ must get unique safe ids. Without toolid the client sees the same id turn after 
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from .conftest import Mitmdump, MitmdumpPool
 from .helpers import (
     LoopResult,
     chat_turn,
+    check_upstream_got_its_own_ids,
     request_id_positions,
     response_id_positions,
     sdk_http_client,
@@ -263,21 +264,10 @@ def check_client_ids(loop: ToolLoop, raw: str, n: int = 1) -> None:
 
 
 def check_upstream_got_raw(up: ReuseUpstream, api: API, raw: str, n: int = 1) -> None:
-    """Every request reached the upstream with its own raw ids at every definition and
-    result position (and nothing else there)."""
+    """Every request reached the upstream with its own raw ids (``n`` calls a turn) at every
+    call and result position, and its own item id."""
     reqs = up.model_requests(api)
-    assert [r.status for r in reqs] == [200] * (TURNS + 1), [(r.status, r.error) for r in reqs]
-    for t, rec in enumerate(reqs):
-        positions = request_id_positions(api, rec.json)
-        calls = t * n  # calls in the history of the (t+1)-th request
-        want_kinds = {
-            "chat": {"call": 2 * calls},  # tool_calls[].id and tool_call_id
-            "responses": {"call": 2 * calls, "item": calls},  # call_id twice, item id once
-            "anthropic": {"call": calls, "ref": calls},  # tool_use.id, tool_use_id
-        }[api]
-        assert Counter(k for k, _ in positions) == Counter(want_kinds), positions
-        wrong = [(k, v) for k, v in positions if v != (ITEM0 if k == "item" else raw)]
-        assert not wrong, f"request {t + 1}: the upstream got {wrong!r}, not its own ids"
+    check_upstream_got_its_own_ids(reqs, api, raw, turns=TURNS, parallel=n, item_ids=[ITEM0])
 
 
 def check_strict_host(up: StrictHost, loop: ToolLoop) -> None:

@@ -97,9 +97,7 @@ def new_values(parsed: Any, api: Api, doc: Doc, policy: Policy) -> dict[tuple[in
         sent = assign(once, api, policy.rules)
         pairs = zip(once, sent, strict=True)
         return {(id(f.holder), f.key): s.value for f, s in pairs if s.value != f.value}
-    return {
-        (id(f.holder), f.key): raw for f in found if (raw := codec.decode(f.value)) != f.value
-    }
+    return {(id(f.holder), f.key): raw for f in found if (raw := codec.decode(f.value)) != f.value}
 
 
 def expected_changes(parsed: Any, api: Api, doc: Doc, policy: Policy) -> Counter[tuple[str, ...]]:
