@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from standin import ReuseUpstream, count_tool_results, host_check
@@ -32,12 +33,12 @@ from .agents_common import (
     AgentDriver,
     AgentRun,
     Scenario,
-    check_client_ids,
     check_completed,
-    check_upstream_ids,
-    run_agent,
     summary,
+    through_https_proxy,
+    through_toolid,
     tool_requests,
+    without_toolid,
 )
 from .cache import npm_bin
 from .conftest import MitmdumpPool
@@ -46,18 +47,17 @@ pytestmark = [pytest.mark.e2e, pytest.mark.agent]
 
 GEMINI_CLI = ("@google/gemini-cli", "0.61.0", "gemini")
 MODEL = "gemini-2.5-flash"
-CAP = 12  # model requests the stand-in answers (a runaway agent is cut off there)
 
 
 class GeminiCli(AgentDriver):
     """gemini-cli headless (``-p``, ``--output-format stream-json``, ``--yolo``), in a
     workspace it trusts for the run (``--skip-trust``), with telemetry, usage statistics and
-    update checks off."""
+    update checks off, against a stand-in that checks the parts as Gemini does."""
 
     id, api = "gemini-cli", "gemini"
     tool, arguments = "list_directory", '{"dir_path": "."}'
 
-    def command(self) -> list[str]:
+    def command(self, home: Path, work: Path) -> list[str]:
         flags = ["--yolo", "--skip-trust", "--output-format", "stream-json", "-m", MODEL]
         return [str(npm_bin(*GEMINI_CLI)), *flags, "-p", PROMPT]
 
@@ -90,6 +90,10 @@ class GeminiCli(AgentDriver):
                 texts.append(e["content"])
         return "".join(texts) if texts else None
 
+    def upstream(self, scenario: Scenario, **options: Any) -> ReuseUpstream:
+        options.setdefault("check", host_check)  # Gemini's check of the parts' counts
+        return super().upstream(scenario, **options)
+
 
 GEMINI = GeminiCli()
 
@@ -108,23 +112,18 @@ def check_signatures(up: ReuseUpstream) -> None:
 def test_through_toolid_gemini_cli_completes(
     scenario: Scenario, mitm: MitmdumpPool, tmp_path: Path
 ) -> None:
-    with GEMINI.upstream(scenario, max_requests=CAP, check=host_check) as up:
-        proxy = mitm.get(mode=f"reverse:{up.base_url}")
-        run = run_agent(GEMINI, proxy.url, tmp_path)
-    check_completed(GEMINI, run, up)
-    check_client_ids(GEMINI, scenario, run)
-    check_upstream_ids(GEMINI, scenario, up)
+    _, up = through_toolid(GEMINI, scenario, mitm, tmp_path)
     check_signatures(up)
 
 
-def test_without_toolid_two_calls_with_one_id_get_a_400(tmp_path: Path) -> None:
+def two_calls_with_one_id_get_a_400(
+    driver: AgentDriver, scenario: Scenario, run: AgentRun, up: ReuseUpstream
+) -> None:
     """gemini-cli runs one of the two calls and answers it alone; Gemini's check of the parts
     answers 400, and gemini-cli ends with that error."""
-    with GEMINI.upstream(PARALLEL_ONE_ID, max_requests=CAP, check=host_check) as up:
-        run = run_agent(GEMINI, up.base_url, tmp_path)
-    assert GEMINI.client_ids(run) == [GEMINI.raw_id, GEMINI.raw_id], summary(GEMINI, run, up)
+    assert driver.client_ids(run) == [driver.raw_id, driver.raw_id], summary(driver, run, up)
     reqs = tool_requests(up, "gemini")
-    assert [r.status for r in reqs] == [200, 400], summary(GEMINI, run, up)
+    assert [r.status for r in reqs] == [200, 400], summary(driver, run, up)
     assert reqs[1].error == COUNT_MESSAGE
     assert count_tool_results("gemini", reqs[1].json) == 1  # two calls, one response
     assert run.headless.returncode != 0
@@ -133,23 +132,23 @@ def test_without_toolid_two_calls_with_one_id_get_a_400(tmp_path: Path) -> None:
     assert COUNT_MESSAGE in results[-1]["error"]["message"]
 
 
+def test_without_toolid_two_calls_with_one_id_get_a_400(tmp_path: Path) -> None:
+    without_toolid(GEMINI, PARALLEL_ONE_ID, two_calls_with_one_id_get_a_400, tmp_path)
+
+
+def one_call_completes(
+    driver: AgentDriver, scenario: Scenario, run: AgentRun, up: ReuseUpstream
+) -> None:
+    check_completed(driver, run, up)
+
+
 def test_without_toolid_one_call_completes(tmp_path: Path) -> None:
     """The stand-in and the driver are sound: one call with its own id needs no toolid."""
-    with GEMINI.upstream(ONE_TURN, max_requests=CAP, check=host_check) as up:
-        run = run_agent(GEMINI, up.base_url, tmp_path)
-    check_completed(GEMINI, run, up)
+    without_toolid(GEMINI, ONE_TURN, one_call_completes, tmp_path)
 
 
 def test_through_toolid_as_an_https_proxy(mitm: MitmdumpPool, tmp_path: Path) -> None:
-    """An https:// base URL, ``HTTPS_PROXY`` at a regular-mode mitmdump (every other host
-    answered 404) and ``NODE_EXTRA_CA_CERTS`` at its CA: two parallel calls sharing one id
-    come through rewritten."""
-    scenario = PARALLEL_ONE_ID
-    with GEMINI.upstream(
-        scenario, max_requests=CAP, check=host_check, tls_dir=tmp_path / "tls"
-    ) as up:
-        proxy = mitm.get(connection_strategy="lazy", block_list="/!~d 127.0.0.1/404")
-        run = run_agent(GEMINI, up.base_url, tmp_path, https_proxy=proxy.url, ca_cert=proxy.ca_cert)
-    check_completed(GEMINI, run, up)
-    check_client_ids(GEMINI, scenario, run)
-    check_upstream_ids(GEMINI, scenario, up)
+    """An https:// base URL, ``HTTPS_PROXY`` at a regular-mode mitmdump that reaches only
+    127.0.0.1 and ``NODE_EXTRA_CA_CERTS`` at its CA: two parallel calls sharing one id come
+    through rewritten."""
+    through_https_proxy(GEMINI, PARALLEL_ONE_ID, mitm, tmp_path)
