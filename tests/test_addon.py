@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import gzip
 import json
 import logging
@@ -1047,3 +1048,28 @@ def test_in_the_event_loop_pairing_is_checked_while_the_request_is_on_its_way(ad
     assert flow.marked == MARK_PROBLEM
     assert flow.comment.splitlines()[1].startswith("toolid pairing: missing-result ")
     assert len(caplog.records) == 1
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_is_held_off_while_a_body_is_rewritten(addon, monkeypatch, enabled):
+    """Python's cyclic collector is off while the addon rewrites (its short-lived objects die
+    by reference counting first), on again after; one the user turned off stays off."""
+    toolid, _ = addon
+    seen: list[bool] = []
+    rewrite = toolid_addon.toolid.rewrite_request
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return rewrite(*args, **kwargs)
+
+    monkeypatch.setattr(toolid_addon.toolid, "rewrite_request", watched)
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        flow = request_flow(chat_request())
+        toolid.request(flow)
+        assert seen == [False]
+        assert gc.isenabled() is enabled
+        assert json.loads(flow.request.content)["messages"][1]["tool_calls"][0]["id"] == RAW
+    finally:
+        (gc.enable if was else gc.disable)()
