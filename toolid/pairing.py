@@ -395,23 +395,16 @@ def _check_located(content: bytes, located: Located) -> list[Problem]:
     member = next((m for m in spec.members if _in_member(first, m)), spec.member)
     start = len(member) + 1
     document = located.document
-    placed: list[tuple[int, Found]] = []
-    for one in located.found:
-        path = one.path
-        if path[start - 1 : start] == "[" and path.startswith(member):
-            placed.append((int(path[start : path.index("]", start)]), one))
-        elif path[start - 1 : start] == "." and path.startswith(member):
-            placed.append((0, one))  # a history that is one object
-        else:  # ids in two of the places a history may be (both contents and request.contents)
-            whole = jsonparse.loads(content) if document is None else document
-            return check(whole, api, located.found)
+    if not all(_in_member(one.path, member) for one in located.found):
+        # ids in two of the places a history may be (both contents and request.contents)
+        return check(jsonparse.loads(content) if document is None else document, api, located.found)
+    placed = [(_element_number(one.path, start), one) for one in located.found]
     kinds: dict[int, str] = {}
     for label in labels:  # "member[i].role" or "member.role" (one object)
-        if not _in_member(label.path, member):
-            continue
-        number = int(label.path[start : -2 - len(label.key)]) if label.path[start - 1] == "[" else 0
-        if label.key == "role" or number not in kinds:  # "role" is listed first in the table
-            kinds[number] = label.value
+        if _in_member(label.path, member):
+            number = _element_number(label.path, start)
+            if label.key == "role" or number not in kinds:  # "role" is listed first in the table
+                kinds[number] = label.value
     count = 1 + max(max(kinds, default=-1), max((n for n, _ in placed), default=-1))
     # Elements after the last labelled one or id close no turn: leaving them out changes no end.
     if document is None and spec.elsewhere and _elsewhere_markers(api).in_(content):
