@@ -13,6 +13,7 @@ accepts the history, the lenient one still gets its own raw ids.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -282,15 +283,26 @@ def stand_ins() -> Iterator[StandIns]:
 def rig(
     stand_ins: StandIns, mitm: MitmdumpPool, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Rig]:
+    rules = ",".join(f"127.0.0.1:{h.port}={name}" for name, h in stand_ins.hosts.items())
     workdir = tmp_path_factory.mktemp("host-rules")
+    with recording_proxy(mitm, workdir, {"toolid_host_rules": rules}) as (inst, records):
+        yield Rig(stand_ins.hosts, stand_ins.lenient, inst, records)
+
+
+@contextlib.contextmanager
+def recording_proxy(
+    mitm: MitmdumpPool, workdir: Path, options: dict[str, str]
+) -> Iterator[tuple[Mitmdump, Records]]:
+    """A regular-mode mitmdump with toolid, ``options`` and the recorder addon (each request
+    as it came and as it went, by its CASE_HEADER), watched by the pool while in use."""
     script = workdir / "recorder_addon.py"
     records = Records(workdir / "records.jsonl")
     script.write_text(RECORDER_ADDON.format(path=str(records.path), header=CASE_HEADER))
-    rules = ",".join(f"127.0.0.1:{h.port}={name}" for name, h in stand_ins.hosts.items())
-    options = {"ssl_insecure": "true", "toolid_host_rules": rules}
-    inst = Mitmdump(workdir / "mitmdump", "regular", options, scripts=[script])
+    inst = Mitmdump(
+        workdir / "mitmdump", "regular", {"ssl_insecure": "true", **options}, scripts=[script]
+    )
     with mitm.watching(inst):
-        yield Rig(stand_ins.hosts, stand_ins.lenient, inst, records)
+        yield inst, records
 
 
 # ----------------------------------------------------------------------------- sending

@@ -21,7 +21,6 @@ import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -44,7 +43,6 @@ from .test_e2e_host_rules import (
     LONG_B,
     MISTRAL_ID,
     OPENAI_CALL,
-    RECORDER_ADDON,
     TOOLU,
     Call,
     Records,
@@ -53,6 +51,7 @@ from .test_e2e_host_rules import (
     check_records,
     check_sent,
     history,
+    recording_proxy,
 )
 from .test_e2e_reuse import run_loop
 
@@ -177,12 +176,7 @@ def rig(
     gateway: Gateway, mitm: MitmdumpPool, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Rig]:
     workdir = tmp_path_factory.mktemp("model-rules")
-    script = workdir / "recorder_addon.py"
-    records = Records(workdir / "records.jsonl")
-    script.write_text(RECORDER_ADDON.format(path=str(records.path), header=CASE_HEADER))
-    options = {"ssl_insecure": "true", "toolid_model_rules": CUSTOM}
-    inst = Mitmdump(Path(workdir) / "mitmdump", "regular", options, scripts=[script])
-    with mitm.watching(inst):
+    with recording_proxy(mitm, workdir, {"toolid_model_rules": CUSTOM}) as (inst, records):
         yield Rig(gateway, inst, records)
 
 
