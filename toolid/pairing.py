@@ -38,6 +38,7 @@ from toolid.locate import Located, locate
 from toolid.markers import Markers
 from toolid.positions import (
     DEFINES,
+    RESPONSES_CALLS,
     Api,
     Doc,
     Found,
@@ -157,12 +158,7 @@ _RESPONSES_MODEL: Final = frozenset(
     {
         "assistant",  # a message item's role
         "reasoning",
-        "function_call",
-        "custom_tool_call",
-        "computer_call",
-        "local_shell_call",
-        "shell_call",
-        "apply_patch_call",
+        *RESPONSES_CALLS,
         "mcp_call",
         "mcp_list_tools",
         "mcp_approval_request",

@@ -70,9 +70,16 @@ class Doc(enum.StrEnum):
 
 # --- the table -------------------------------------------------------------------------------
 
-_RESPONSES_CALLS = (
-    "function_call|custom_tool_call|computer_call|local_shell_call|shell_call|apply_patch_call"
+#: The Responses items that are tool calls the client runs (each defines its call_id).
+RESPONSES_CALLS: Final = (
+    "function_call",
+    "custom_tool_call",
+    "computer_call",
+    "local_shell_call",
+    "shell_call",
+    "apply_patch_call",
 )
+_RESPONSES_CALLS = "|".join(RESPONSES_CALLS)
 _RESPONSES_OUTPUTS = (
     "function_call_output|custom_tool_call_output|computer_call_output|shell_call_output"
     "|apply_patch_call_output"
