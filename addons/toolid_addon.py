@@ -598,17 +598,12 @@ class ToolId:
         def function(data: bytes) -> bytes | tuple[()]:
             if not current:
                 return data
-            deferred = gc.isenabled()  # as collector_deferred, inline: once per piece
-            if deferred:
-                gc.disable()
             try:
-                result = current[0].feed(data) if data else current[0].finish()
+                with collector_deferred():
+                    result = current[0].feed(data) if data else current[0].finish()
             except Exception as exc:  # it never raises; should it, the piece as it came
                 self._problem(flow, f"stream rewriting failed: {exc!r}")
                 return data
-            finally:
-                if deferred:
-                    gc.enable()
             if not data:
                 current.clear()
             try:
