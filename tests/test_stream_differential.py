@@ -355,10 +355,12 @@ def events_looked_at(pieces: list[bytes], monkeypatch: pytest.MonkeyPatch) -> li
         seen.append(data)
         return event(self, data)
 
-    def spy_events(data: bytes, *args: Any, **kwargs: Any) -> tuple[int, locate.Events]:
-        end, found = events(data, *args, **kwargs)
-        seen.extend(data[start:stop] for start, stop, ids in found if ids is not None)
-        return end, found
+    def spy_events(data: bytes, *args: Any, **kwargs: Any) -> locate.EventIds:
+        located = events(data, *args, **kwargs)
+        before = (data.rfind(b"\n\n", 0, one.span[0]) for one in located.ids if one.span)
+        starts = sorted({0 if at < 0 else at + 2 for at in before})  # the located events'
+        seen.extend(data[start : data.index(b"\n\n", start) + 2] for start in starts)
+        return located
 
     monkeypatch.setattr(StreamRewriter, "_event", spy)
     monkeypatch.setattr(locate, "events", spy_events)

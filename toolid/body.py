@@ -120,9 +120,16 @@ def may_hold_ids(document: bytes, markers: Markers | None) -> bool:
 
 
 def may_change(
-    document: bytes, api: Api | None, doc: Doc, policy: Policy, calls: CallIds | None = None
+    document: bytes,
+    api: Api | None,
+    doc: Doc,
+    policy: Policy,
+    calls: CallIds | None = None,
+    *,
+    marked: bool = False,
 ) -> bool:
     """Cheap byte-level check: False means ``document`` certainly has no id to change.
+    ``marked``: the caller found an id marker in it already (``id_markers``).
 
     Encoding, a conforming id changes too when its call needs an occurrence tag. In a whole
     response that is when the request's history takes it (``calls.taken``) or two calls
@@ -135,7 +142,7 @@ def may_change(
         if policy.rules is not None:  # any id may break the destination's rules
             return may_hold_ids(document, prefilter.markers)
         return b"tid1_" in document
-    if not may_hold_ids(document, prefilter.markers):
+    if not marked and not may_hold_ids(document, prefilter.markers):
         return False
     if jsonparse.accelerated() and len(document) > _SCAN_AT_MOST:
         return True  # orjson parses a large document faster than the regexes below scan it

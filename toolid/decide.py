@@ -16,10 +16,12 @@ Nothing here reads bytes; ``locate`` says where the literals are and ``edit`` ch
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from toolid import codec
+from toolid.edit import literal_of, plain_literal
 from toolid.occurrence import CallIds
 from toolid.positions import CALLS_BY_MENTION, DEFINES, REFERS, Api, Call, Found, path_order
 from toolid.rules import RuleSet, assign
@@ -64,13 +66,19 @@ class Targets:
     the span of its literal with the new value (``spans``); else its holder, key, old and new
     value (``members``: found in a parsed document, to be located in the bytes)."""
 
-    __slots__ = ("client_ids", "members", "new", "spans")
+    __slots__ = ("client_ids", "members", "new", "plain", "spans")
 
     def __init__(self) -> None:  # made for every document rewritten: kept plain and quick
         self.new: dict[Member, str] = {}
         self.members: list[tuple[dict[str, Any], str, str, str]] = []
         self.spans: list[tuple[tuple[int, int], str]] = []
         self.client_ids = False  # every old value is a client id made by the codec
+        self.plain = False  # every new value is spelled [A-Za-z0-9_-] (a client id)
+
+    def literal(self) -> Callable[[str], bytes]:
+        """How the new values are spelled as JSON string literals (``edit.literal_of``, or
+        ``edit.plain_literal`` for new values that need no escape)."""
+        return plain_literal if self.plain else literal_of
 
     def __bool__(self) -> bool:
         return bool(self.spans or self.members)
@@ -110,15 +118,17 @@ def decide(
         define, refer = calls.define, calls.refer
         if api in CALLS_BY_MENTION:  # every definition is a call of its own
             define = calls.define_alone
+        targets.plain = True  # client ids, or raw ids that pass as they are
+        located = targets.spans.append
         for found in found_ids:  # per id: CallIds.client_id, inline
-            value = found.value
-            if found.role is DEFINES:
-                client = define(found.call, found.key, value)
-            else:
-                client = refer(found.call, value)
+            _, key, value, path, role, call, _, span = found
+            client = define(call, key, value) if role is DEFINES else refer(call, value)
             if client != value:
-                changes.append(make(Change, (found.path, value, client, "encoded", "", "")))
-                add(found, client)
+                changes.append(make(Change, (path, value, client, "encoded", "", "")))
+                if span is not None:  # Targets.add, inline for a located literal
+                    located((span, client))
+                else:
+                    add(found, client)
         return tuple(changes), targets
     if policy.rules is None:  # restore every encoded id
         decode = codec.decode

@@ -31,7 +31,7 @@ from typing import Any, Final, NamedTuple
 
 from toolid import codec, jsonparse, native, prune
 from toolid.apis import api_from_shape
-from toolid.decide import Member, Targets
+from toolid.decide import Member, Targets, call_order
 from toolid.edit import Edit, RewriteError, literal_of, splice
 from toolid.markers import Markers
 from toolid.positions import LABELS, TYPE, Api, Call, Doc, Found, Role, find_ids, positions
@@ -53,8 +53,8 @@ class Located(NamedTuple):  # made for every document read: a tuple is quickest 
         if not targets:
             return ()
         if self.document is None:  # every id's span is known
-            make = tuple.__new__  # Edit(...) without NamedTuple's Python-level __new__
-            spliced = [make(Edit, (*span, literal_of(new))) for span, new in targets.spans]
+            make, literal = tuple.__new__, targets.literal()  # no NamedTuple __new__ per id
+            spliced = [make(Edit, (*span, literal(new))) for span, new in targets.spans]
             if len(spliced) > 1:
                 spliced.sort()
             return tuple(spliced)
@@ -108,22 +108,30 @@ def _natively(document: bytes, api: Api, doc: Doc) -> list[Found] | None:
 
 
 type Spanned = tuple[int, int, int, Call, str, str | None]  # what the native parser reports
-type Events = list[tuple[int, int, list[Found] | None]]  # (start, end, ids): see ``events``
+
+
+class EventIds(NamedTuple):
+    """What ``events`` read of an event stream's data (spans counted from its start)."""
+
+    end: int  # where the whole events end: what follows begins an incomplete event
+    ids: list[Found]  # the located ids: events in order, each event's in call order
+    unread: list[tuple[int, int, int]]  # (start, end, ids before it) of each event not read
 
 
 def events(
     data: bytes, markers: Markers, limit: int, api: Api, wanted: Callable[[bytes], bool]
-) -> tuple[int, Events]:
-    """The events of an event stream's ``data`` (from an event's first byte; line endings all
-    LF) in which ``markers`` find something, each as (start, end, ids), and where the whole
-    events end (what follows begins an incomplete event).
+) -> EventIds:
+    """The ids of the events of an event stream's ``data`` (from an event's first byte; line
+    endings all LF) in which ``markers`` find something.
 
-    ``ids``: the ids at the table's positions in the event's data, with spans counted from the
-    start of ``data``, when the event is one "data: " line of at most ``limit`` bytes whose
-    literals are located for sure; None for any other event (the caller reads it whole).
-    Without the accelerator an event whose data ``wanted`` does not want (``body.may_change``
-    says nothing in it can change) has no ids, unread.
+    An event's ids are located when it is one "data: " line of at most ``limit`` bytes whose
+    literals are located for sure; any other event with a marker is left unread (the caller
+    reads it whole, after the ids before it). Without the accelerator an event whose data
+    ``wanted`` does not want (``body.may_change`` of data that spells a marker says nothing
+    in it can change) has no ids, unread.
     """
+    ids: list[Found] = []
+    unread: list[tuple[int, int, int]] = []
     if native.extension is not None:
         located = native.extension.event_ids(
             data, markers.words, limit, prune.TABLES[(api, _EVENT)]
@@ -131,15 +139,25 @@ def events(
         if located is not None:
             end, reported = located
             rows = _rows(api, _EVENT)
-            return end, [
-                (start, stop, None if ids is None else _as_found(data, ids, rows))
-                for start, stop, ids in reported
-            ]
+            alone: list[Spanned] = []  # the ids of one-id events since the last other event
+            for start, stop, spans in reported:
+                if spans is None:
+                    unread.append((start, stop, len(ids) + len(alone)))
+                elif len(spans) == 1:
+                    alone.append(spans[0])
+                elif spans:  # in call order: made Found first
+                    ids = _found_of(data, alone, rows, into=ids)
+                    alone = []
+                    ids.extend(call_order(_as_found(data, spans, rows)))
+            return EventIds(end, _found_of(data, alone, rows, into=ids), unread)
     end, marked = marked_events(data, 0, len(data), markers)
-    return end, [
-        (start, stop, _event_ids(data, start, stop, limit=limit, api=api, wanted=wanted))
-        for start, stop in marked
-    ]
+    for start, stop in marked:
+        found = _event_ids(data, start, stop, limit=limit, api=api, wanted=wanted)
+        if found is None:
+            unread.append((start, stop, len(ids)))
+        else:
+            ids.extend(call_order(found))
+    return EventIds(end, ids, unread)
 
 
 def _event_ids(
@@ -164,21 +182,22 @@ def _event_ids(
     found = find_ids(parsed, api, _EVENT)
     if not found:
         return found
-    if len({one.value for one in found}) < len(found) or _may_spell_otherwise(
-        document, not strict_utf8
+    if (len(found) > 1 and len({one.value for one in found}) < len(found)) or (
+        _may_spell_otherwise(document, not strict_utf8)
     ):
         return None  # one value at two positions, or values that may be spelled otherwise
     spans = []
-    for one in found:
-        if not _PLAIN_ID.fullmatch(one.value):
+    find, make = document.find, tuple.__new__
+    for holder, key, value, path, role, call, kind, _ in found:
+        if not _PLAIN_ID.fullmatch(value):
             return None
-        literal = b'"' + one.value.encode("ascii") + b'"'
-        hit = document.find(literal)
+        literal = b'"' + value.encode("ascii") + b'"'
+        hit = find(literal)
         # one plain spelling, not inside a string: then it is the id's own literal
-        if document.count(literal) != 1 or _escaped(document, hit):
+        if hit < 0 or find(literal, hit + 1) >= 0 or _escaped(document, hit):
             return None
         span = (at + hit, at + hit + len(literal))
-        spans.append(tuple.__new__(Found, (*one[:-1], span)))  # one with its span
+        spans.append(make(Found, (holder, key, value, path, role, call, kind, span)))
     return spans
 
 
@@ -201,9 +220,21 @@ def _as_found(
     """``spanned``, given each position's (key, role, kind) by slot (``_rows``)."""
     if len(located) > 1:
         located.sort(key=_SLOT)  # table order, then document order (the walk's, kept by sort)
+    return _found_of(source, located, rows, at)
+
+
+def _found_of(
+    source: bytes,
+    located: list[Spanned],
+    rows: tuple[tuple[str, Role, str], ...],
+    at: int = 0,
+    into: list[Found] | None = None,
+) -> list[Found]:
+    """Each id the native parser reported, as ``Found``, in the order given; appended to
+    ``into`` when given."""
     make = tuple.__new__  # Found(...) without NamedTuple's Python-level __new__ (per id)
     holders = _HOLDERS
-    found: list[Found] = []
+    found: list[Found] = [] if into is None else into
     append = found.append
     for start, end, slot, call, path, holder_type in located:
         key, role, kind = rows[slot]

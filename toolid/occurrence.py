@@ -183,10 +183,11 @@ class CallIds:
 
     def define(self, call: Call, key: str, raw: str) -> str:
         """The client id of the call numbered ``call`` whose member ``key`` holds ``raw``."""
-        known = self._calls.get((call, key, raw))
+        mention = (call, key, raw)
+        known = self._calls.get(mention)
         if known is not None:
             return known
-        client = self._calls[(call, key, raw)] = self._fresh(raw)
+        client = self._calls[mention] = self._fresh(raw)
         self._by_call[(call, raw)] = client
         return client
 

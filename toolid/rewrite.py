@@ -16,7 +16,6 @@ one call, so any number of processes restore any id.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from toolid import body, codec
@@ -33,17 +32,35 @@ from toolid.rules import NO_RULES, RULE_SETS, RuleSet
 from toolid.stream import DEFAULT_MAX_EVENT_BYTES, PieceRewriter, StreamRewriter
 
 
-@dataclass(frozen=True, slots=True)
 class Rewritten:
-    """What rewriting one body (or one piece of a stream) gives."""
+    """What rewriting one body (or one piece of a stream) gives. Read-only: a plain class, not
+    a frozen dataclass, because one is made for every piece of a stream (a fifth of the time)."""
 
-    body: bytes  # what to forward: the input itself when nothing changed
-    changes: tuple[Change, ...] = ()
-    problems: tuple[str, ...] = ()
-    api: Api | None = None  # the API the body was read as (None: not recognised)
-    taken: Taken = NOTHING_TAKEN  # a request's: the ids its history defines, for its response
-    _source: bytes = field(default=b"", repr=False, compare=False)  # a request's, as it came
-    _located: Located | None = field(default=None, repr=False, compare=False)
+    __slots__ = ("_located", "_source", "api", "body", "changes", "problems", "taken")
+
+    def __init__(
+        self,
+        body: bytes,
+        changes: tuple[Change, ...] = (),
+        problems: tuple[str, ...] = (),
+        api: Api | None = None,
+        taken: Taken = NOTHING_TAKEN,
+        _source: bytes = b"",
+        _located: Located | None = None,
+    ) -> None:
+        self.body = body  # what to forward: the input itself when nothing changed
+        self.changes = changes
+        self.problems = problems
+        self.api = api  # the API the body was read as (None: not recognised)
+        self.taken = taken  # a request's: the ids its history defines, for its response
+        self._source = _source  # a request's, as it came
+        self._located = _located  # a request's: what rewriting it read
+
+    def __repr__(self) -> str:
+        return (
+            f"Rewritten(body=<{len(self.body)} bytes>, changes={self.changes!r}, "
+            f"problems={self.problems!r}, api={self.api!r})"
+        )
 
     @property
     def changed(self) -> bool:

@@ -102,22 +102,19 @@ class EventFramer:
         """Whether every line ending so far is an LF (then a blank line is b"\\n\\n")."""
         return not self._seen_cr
 
-    def complete_lf(self, data: bytes) -> tuple[bytes | None, int]:
+    def join_lf(self, data: bytes) -> bytes | None:
         """For a caller that frames LF-only ``data`` itself (``lf_only``, and no CR in it):
-        the held event, completed by the start of ``data``, and where in ``data`` the rest
-        begins; (None, len(data)) when ``data`` completes nothing (then it is held too)."""
+        the held bytes and ``data``, from the held event's first byte, when ``data``
+        completes it (or nothing is held); None when it completes nothing (then ``data`` is
+        held too). Only ``data`` is searched for the blank line that ends the held event."""
         if not self._buffer:
-            return None, 0
-        end = 1 if self._buffer.endswith(b"\n") and data.startswith(b"\n") else -1
-        if end < 0:
-            found = data.find(b"\n\n")
-            if found < 0:
-                self._buffer += data
-                return None, len(data)
-            end = found + 2
-        event = bytes(self._buffer) + data[:end]
-        self._buffer.clear()
-        return event, end
+            return data
+        if (self._buffer.endswith(b"\n") and data.startswith(b"\n")) or b"\n\n" in data:
+            joined = bytes(self._buffer) + data  # each byte copied once
+            self._buffer.clear()
+            return joined
+        self._buffer += data
+        return None
 
     def hold(self, data: bytes) -> None:
         """Hold ``data``, the start of an event in which no blank line ends (for a caller that

@@ -23,11 +23,11 @@ from typing import ClassVar, Final, Protocol
 
 from toolid import body, decompress, locate
 from toolid.body import Change, Direction, Edit, Policy, RewriteError
-from toolid.decide import call_order, decide
-from toolid.edit import literal_of, shifted
+from toolid.decide import decide
+from toolid.edit import shifted
 from toolid.occurrence import CallIds
 from toolid.positions import Api, Doc, Found
-from toolid.sse import EventFramer, Field, data_lines
+from toolid.sse import BOM, EventFramer, Field, data_lines
 
 DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
 _BOUNDARY_CONTEXT = 3  # bytes kept back while skipping an oversized event
@@ -223,56 +223,65 @@ class StreamRewriter(PieceRewriter):
 
     def _located_in_pieces(self, data: bytes) -> bool:
         """Whether ``locate.events`` may frame ``data`` and locate its ids: encoding a known
-        API, past the stream's start, every line ending an LF so far and in ``data``, no event
-        it completes or holds larger than ``max_event_bytes``."""
+        API, every line ending an LF so far and in ``data``, no event it completes or holds
+        larger than ``max_event_bytes``, and (at the stream's start) no byte order mark."""
         return (
             len(self._framer) + len(data) <= self.max_event_bytes
             and self._encodes
             and self._markers is not None
-            and not self._at_start
             and not self._skipping
             and self._framer.lf_only
             and b"\r" not in data
+            and not (self._at_start and (len(self._framer) or BOM.startswith(data[: len(BOM)])))
         )
 
     def _frame_located(self, data: bytes) -> bytes:
-        """``_frame`` for LF-only data, with the events located a piece at a time: the held
-        event is completed and rewritten as usual, then ``locate.events`` frames the rest and
+        """``_frame`` for LF-only data, with the events located a piece at a time: once
+        ``data`` completes the held event, ``locate.events`` frames it and what follows and
         gives the ids of each event with a marker (when it is one "data: " line; any other
         goes to ``_event``), and the start of an incomplete event is held. The ids of the
-        events between two others are decided together and spliced into the piece at once.
-        The same bytes and changes as ``_frame``."""
+        events between two others are decided together and spliced in at once. The same
+        bytes and changes as ``_frame``."""
+        self._at_start = False  # no byte order mark opens the stream: nothing to skip
+        joined = self._framer.join_lf(data)
+        if joined is None:
+            return self._skip_oversized() if len(self._framer) > self.max_event_bytes else b""
+        try:
+            out, end = self._rewrite_joined(joined)
+        except Exception as exc:
+            logger.debug("toolid stream rewriter failed", exc_info=True)
+            return joined + self._give_up(f"unexpected error ({exc!r})")
+        if end < len(joined):
+            self._framer.hold(joined[end:])
+            if len(self._framer) > self.max_event_bytes:
+                return out + self._skip_oversized()
+        return out
+
+    def _rewrite_joined(self, joined: bytes) -> tuple[bytes, int]:
+        """The whole events of ``joined`` (from an event's first byte) rewritten, and where
+        they end (``_frame_located``)."""
         assert self._markers is not None and self.api is not None
-        out: list[bytes] = []
-        event, start = self._framer.complete_lf(data)
-        if event is not None:
-            out.append(self._event(event))
-        if start < len(data):
-            rest = data[start:] if start else data
-            end, events = locate.events(
-                rest, self._markers, self.max_event_bytes, self.api, self._may_change
-            )
-            edits: list[Edit] = []
-            batch: list[Found] = []  # the located ids of the events since the last other one
-            for event_start, event_end, ids in events:
-                if ids is None:  # an event to read whole
-                    self._decide(batch, edits)
-                    batch = []
-                    event = rest[event_start:event_end]
-                    rewritten = self._event(event)
-                    if rewritten is not event:
-                        edits.append(Edit(event_start, event_end, rewritten))
-                elif ids:
-                    batch.extend(call_order(ids))
-            self._decide(batch, edits)
-            out.append(body.apply(rest[:end] if end < len(rest) else rest, edits))
-            self._framer.hold(rest[end:])
-        if len(self._framer) > self.max_event_bytes:
-            out.append(self._skip_oversized())
-        return b"".join(out)
+        end, ids, unread = locate.events(
+            joined, self._markers, self.max_event_bytes, self.api, self._may_change
+        )
+        edits: list[Edit] = []
+        decided = 0  # the ids decided so far
+        for start, stop, before in unread:  # an event to read whole, after the ids before it
+            self._decide(ids[decided:before], edits)
+            decided = before
+            event = joined[start:stop]
+            rewritten = self._event(event)
+            if rewritten is not event:
+                edits.append(Edit(start, stop, rewritten))
+        self._decide(ids[decided:] if decided else ids, edits)
+        tail = len(joined) - end  # the start of an incomplete event: no edit is in it
+        if edits:
+            joined = body.apply(joined, edits)
+        return (joined[:-tail] if tail else joined), end
 
     def _may_change(self, document: bytes) -> bool:
-        return body.may_change(document, self.api, Doc.EVENT, self.policy, self.calls)
+        """``body.may_change`` of the data of an event in which a marker was found."""
+        return body.may_change(document, self.api, Doc.EVENT, self.policy, self.calls, marked=True)
 
     def _decide(self, batch: list[Found], edits: list[Edit]) -> None:
         """The client ids of the located ids of several events (each event's in call order),
@@ -282,8 +291,8 @@ class StreamRewriter(PieceRewriter):
         assert self.api is not None
         changes, targets = decide(batch, self.api, self.policy, self.calls, in_call_order=True)
         self.changes.extend(changes)
-        make = tuple.__new__  # Edit(...) without NamedTuple's Python-level __new__ (per id)
-        located = [make(Edit, (start, end, literal_of(new))) for (start, end), new in targets.spans]
+        make, literal = tuple.__new__, targets.literal()  # no NamedTuple __new__ per id
+        located = [make(Edit, (start, end, literal(new))) for (start, end), new in targets.spans]
         if len(located) > 1:
             located.sort()
         edits.extend(located)
