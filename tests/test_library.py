@@ -10,6 +10,7 @@ import pytest
 import toolid
 from tests import streams
 from toolid import Api, ResponseStream, Taken, encode, rewrite_request, rewrite_response
+from toolid.rewrite import STREAM_NEAR_ENDS
 
 RAW = "functions.get_weather:0"
 CLIENT = encode(RAW)
@@ -43,6 +44,25 @@ def test_a_tool_loop_through_the_library() -> None:
     assert CLIENT in request.taken  # what the response to this request must not reuse
     again = rewrite_response(chat_response(RAW), api="chat", taken=request.taken)
     assert again.body == chat_response(encode(RAW, occurrence=2))  # a reused id, tagged
+
+
+@pytest.mark.parametrize(
+    ("where", "asks"), [("first", True), ("last", True), ("middle", False), ("none", False)]
+)
+def test_a_long_request_asks_to_stream_near_its_ends(where: str, asks: bool) -> None:
+    """In a body not parsed in full, "stream" is looked for near either end, where clients
+    put it: a "stream": true inside a message deep in a long history is not taken for it."""
+    history = [{"role": "user", "content": "x" * 1000} for _ in range(3 * STREAM_NEAR_ENDS // 1000)]
+    middle = len(history) // 2
+    if where == "middle":
+        history[middle] = {"role": "user", "content": "x", "stream": True}
+    members: dict[str, object] = {"model": "m", "messages": history}
+    if where == "first":
+        members = {"stream": True, **members}
+    elif where == "last":
+        members["stream"] = True
+    request = rewrite_request(json.dumps(members).encode(), path="/v1/chat/completions")
+    assert request.asks_to_stream() is asks
 
 
 def test_a_stream_fed_in_any_pieces() -> None:

@@ -73,19 +73,33 @@ class Rewritten:
         return check_request(self._source, api=self.api, located=self._located)
 
     def asks_to_stream(self) -> bool:
-        """Whether a request says ``"stream": true`` (its response will be an event stream)."""
+        """Whether a request says ``"stream": true`` (its response will be an event stream).
+
+        A body parsed in full is asked; otherwise the member is looked for in the first and
+        the last ``STREAM_NEAR_ENDS`` bytes, where clients put it (a history fills the middle
+        of a long body). This says only whether to ask the upstream for an uncompressed
+        answer: a stream compressed anyway is decompressed on its way (``ResponseStream``)."""
         document = None if self._located is None else self._located.document
         if isinstance(document, dict):
             return document.get("stream") is True
-        # From the end: clients put the member after the history, which is most of the body.
-        at = self.body.rfind(b'"stream"')
-        while at >= 0:
-            if _STREAM_TRUE.match(self.body, at + 8):
-                return True
-            at = self.body.rfind(b'"stream"', 0, at)
+        content = self.body
+        near = STREAM_NEAR_ENDS
+        ends = (
+            [(0, len(content))]
+            if len(content) <= 2 * near
+            else [(0, near), (len(content) - near, len(content))]
+        )
+        for start, stop in ends:
+            at = content.find(b'"stream"', start, stop)
+            while at >= 0:
+                if _STREAM_TRUE.match(content, at + 8):
+                    return True
+                at = content.find(b'"stream"', at + 8, stop)
         return False
 
 
+#: How far from either end of a body ``Rewritten.asks_to_stream`` looks for "stream".
+STREAM_NEAR_ENDS: Final = 64 * 1024
 _STREAM_TRUE: Final = re.compile(rb"\s*:\s*true")
 
 
