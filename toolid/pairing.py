@@ -391,11 +391,10 @@ def _check_located(content: bytes, located: Located) -> list[Problem]:
     first = ids[0].path if ids else labels[0][0] if labels else ""
     member = next((m for m in spec.members if _in_member(first, m)), spec.member)
     document = located.document
-    paths = [one.path for one in ids]
-    if not _all_in_member(paths, member):
+    numbers = _element_numbers([one.path for one in ids], member)
+    if numbers is None:
         # ids in two of the places a history may be (both contents and request.contents)
         return check(jsonparse.loads(content) if document is None else document, api, ids)
-    numbers = _element_numbers(paths, member)
     kinds = _label_kinds(labels, member)
     # Elements after the last labelled one or id close no turn: leaving them out changes no end.
     kinds.extend([None] * (max(numbers, default=-1) + 1 - len(kinds)))
@@ -431,10 +430,13 @@ def _label_kinds(labels: Sequence[Label], member: str) -> list[str | None]:
     return [kinds.get(number) for number in range(max(kinds, default=-1) + 1)]
 
 
-def _element_numbers(paths: Sequence[str], member: str) -> list[int]:
-    """``_element_number`` of each of ``paths``, every one inside ``member``."""
+def _element_numbers(paths: Sequence[str], member: str) -> list[int] | None:
+    """``_element_number`` of each of ``paths``; None when one is not inside ``member``."""
     if sum(map(str.startswith, paths, repeat(member + "["))) == len(paths):  # the usual
         return list(map(_bracketed, paths))  # a member holds no "[" (``history_members``)
+    inside = (member + "[", member + ".")
+    if sum(map(str.startswith, paths, repeat(inside))) != len(paths):
+        return None
     start = len(member) + 1
     return [_element_number(path, start) for path in paths]
 
@@ -511,7 +513,7 @@ def check(document: Any, api: Api, found: Iterable[Found] | None = None) -> list
     if found is None:
         found = find_ids(document, api, Doc.REQUEST)
     ids = [one for one in found if _in_member(one.path, member)]
-    numbers = _element_numbers([one.path for one in ids], member)
+    numbers = _element_numbers([one.path for one in ids], member) or []
     elsewhere = any(document.get(name) for name in HISTORIES[api].elsewhere)
     kinds = [kind_of(item) for item in items]
     return [one for _, one in _check(numbers, ids, kinds, [elsewhere] * len(items), api)]
@@ -536,10 +538,6 @@ def _in_member(path: str, member: str) -> bool:
     return path.startswith(member) and path[len(member) : len(member) + 1] in ("[", ".")
 
 
-def _all_in_member(paths: Sequence[str], member: str) -> bool:
-    """Whether every one of ``paths`` is inside ``member`` (``_in_member``)."""
-    inside = (member + "[", member + ".")
-    return sum(map(str.startswith, paths, repeat(inside))) == len(paths)
 
 
 def check_history(history: Sequence[Element], api: Api) -> list[Problem]:
@@ -572,29 +570,28 @@ def _check(
     references: list[tuple[int, Found, tuple[str, str]]] = []
     results, needs, types = spec.results, spec.calls, spec.call_types
     values = [one.value for one in ids]
-    joined = "".join(values)
-    # isprintable: no whitespace but " " (the quick test), then the regex for the rest
-    plain = all(values) and joined.isprintable() and " " not in joined and "|" not in joined
+    plain = all(values) and _plain("".join(values))  # then no id is empty or composite
     composite, key_of_value = _COMPOSITE.search, key_of
     for number, at in zip(numbers, ids, strict=True):  # the hot loop
-        holder, key, value, _, role, _, kind, _ = at
+        kind, value = at.kind, at.value
         if not plain:
             if not value:
                 flagged.append((number, EMPTY, at))
                 continue  # an empty id pairs with nothing: its empty-id says it all
+            # isprintable: no whitespace but " " (the quick test), then the regex for the rest
             if not (value.isprintable() and " " not in value and "|" not in value) and composite(
                 value
             ):
                 flagged.append((number, COMPOSITE, at))
         pair = (kind, key_of_value(value))
-        if role is not DEFINES:
-            if (kind, key) in results:
+        if at.role is not DEFINES:
+            if (kind, at.key) in results:
                 references.append((number, at, pair))
         elif pair in first:
             flagged.append((number, DUPLICATE, at))
         else:
             first[pair] = number
-            if (kind, key) in needs and (types is None or holder.get("type") in types):
+            if (kind, at.key) in needs and (types is None or at.holder.get("type") in types):
                 calls.append((number, at, pair))
     ends = _turn_ends(kinds, spec)
     answered: set[tuple[str, str]] = set()  # the calls with a result inside their turn
@@ -614,16 +611,28 @@ def _check(
     return found
 
 
+_PLAIN_ASCII: Final = bytes(range(0x21, 0x7F)).replace(b"|", b"")  # printable, not " " or "|"
+
+
+def _plain(text: str) -> bool:
+    """Whether ``text`` is printable and holds no ``|`` or space: then it holds no
+    whitespace, and ``_COMPOSITE`` finds nothing in it."""
+    if text.isascii():
+        return not text.encode("ascii").translate(None, _PLAIN_ASCII)
+    return text.isprintable() and " " not in text and "|" not in text
+
+
 def _turn_ends(kinds: Sequence[str | None], spec: History) -> list[int | None]:
     """For each element, the first later element that closes a call made in it (None: the
     history ends first)."""
+    closes, runs = spec.closes, spec.runs
     ends: list[int | None] = [None] * len(kinds)
     closing: int | None = None  # the first closing element from the one read on
     after_run: int | None = None  # the first closing element after the run from it on
     for number in range(len(kinds) - 1, -1, -1):
         # with runs, the closing elements right after a call are its own turn
-        ends[number] = after_run if spec.runs else closing
-        if kinds[number] in spec.closes:
+        ends[number] = after_run if runs else closing
+        if kinds[number] in closes:
             closing = number
         else:
             after_run = closing
