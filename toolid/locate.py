@@ -98,11 +98,16 @@ def _located(api: Api, parsed: Any, found: list[Found], doc: Doc, *, surrogates:
     last, in table order)."""
     if doc is not Doc.HISTORY:
         return Located(api, parsed, found, surrogates)
-    ids = len(found)
-    while ids and found[ids - 1].role is LABELS:
-        ids -= 1
-    labels = [(one.path, one.key, one.value) for one in found[ids:]]
+    ids = bisect_left(found, True, key=_is_label)
+    labels: list[Label] = list(map(_AS_LABEL, found[ids:]))
     return Located(api, parsed, found[:ids], surrogates, labels)
+
+
+def _is_label(found: Found) -> bool:
+    return found.role is LABELS
+
+
+_AS_LABEL: Final = itemgetter(3, 1, 2)  # a Found's (path, key, value)
 
 
 def _natively(document: bytes, api: Api, doc: Doc) -> Located | None:

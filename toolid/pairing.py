@@ -513,7 +513,8 @@ def check(document: Any, api: Api, found: Iterable[Found] | None = None) -> list
     if found is None:
         found = find_ids(document, api, Doc.REQUEST)
     ids = [one for one in found if _in_member(one.path, member)]
-    numbers = _element_numbers([one.path for one in ids], member) or []
+    numbers = _element_numbers([one.path for one in ids], member)
+    assert numbers is not None  # every one is inside the member
     elsewhere = any(document.get(name) for name in HISTORIES[api].elsewhere)
     kinds = [kind_of(item) for item in items]
     return [one for _, one in _check(numbers, ids, kinds, [elsewhere] * len(items), api)]
@@ -538,8 +539,6 @@ def _in_member(path: str, member: str) -> bool:
     return path.startswith(member) and path[len(member) : len(member) + 1] in ("[", ".")
 
 
-
-
 def check_history(history: Sequence[Element], api: Api) -> list[Problem]:
     """Every pairing problem of ``history`` (see the module docstring), in document order."""
     return [one for _, one in located(history, api)]
@@ -561,8 +560,9 @@ def _check(
     api: Api,
 ) -> list[tuple[int, Problem]]:
     """The problems of the ``ids`` of a history, each with the number of its element
-    (``numbers``: each id's). Of each kind, definitions come in document order (as
-    ``find_ids`` gives them, or element by element)."""
+    (``numbers``: each id's; ``kinds`` and ``elsewhere``: each element's, every numbered one
+    included). Of each kind, definitions come in document order (as ``find_ids`` gives
+    them, or element by element)."""
     spec = HISTORIES[api]
     flagged: list[tuple[int, str, Found]] = []  # (element, code, id), a Problem made of each
     first: dict[tuple[str, str], int] = {}  # (kind, key) -> the element of its first call
@@ -578,10 +578,7 @@ def _check(
             if not value:
                 flagged.append((number, EMPTY, at))
                 continue  # an empty id pairs with nothing: its empty-id says it all
-            # isprintable: no whitespace but " " (the quick test), then the regex for the rest
-            if not (value.isprintable() and " " not in value and "|" not in value) and composite(
-                value
-            ):
+            if not _plain(value) and composite(value):
                 flagged.append((number, COMPOSITE, at))
         pair = (kind, key_of_value(value))
         if at.role is not DEFINES:
@@ -627,8 +624,8 @@ def _turn_ends(kinds: Sequence[str | None], spec: History) -> list[int | None]:
     history ends first)."""
     closes, runs = spec.closes, spec.runs
     ends: list[int | None] = [None] * len(kinds)
-    closing: int | None = None  # the first closing element from the one read on
-    after_run: int | None = None  # the first closing element after the run from it on
+    closing: int | None = None  # the first closing element after ``number``
+    after_run: int | None = None  # the first after the closing elements right after it
     for number in range(len(kinds) - 1, -1, -1):
         # with runs, the closing elements right after a call are its own turn
         ends[number] = after_run if runs else closing
