@@ -500,8 +500,8 @@ def test_a_history_is_read_with_its_labels_as_path_key_value():
 @given(st.sampled_from(list(Api)), TURNS, st.randoms(use_true_random=False))
 def test_any_history_reads_alike_whatever_its_labels(api, shapes, rnd):
     """Elements that lose their role, have a type (with their role or alone), are no objects, a
-    history that is one object, ids of every sort: the located check finds what ``check`` does, and so does
-    ``check_history`` of the same elements."""
+    history that is one object, ids of every sort: the located check finds what ``check``
+    does, and so does ``check_history`` of the same elements."""
     turns = [
         Turn(
             [rnd.choice(ODD_IDS) for _ in range(calls)],
