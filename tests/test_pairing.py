@@ -4,6 +4,7 @@ known problems planted: each found exactly where planted, a clean history silent
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,8 +15,19 @@ from hypothesis import strategies as st
 
 import toolid
 from toolid import encode, pairing
+from toolid.locate import locate
 from toolid.pairing import COMPOSITE, DUPLICATE, EMPTY, MISSING, ORPHAN, Problem, check
-from toolid.positions import DEFINES, REFERS, Api, Doc, Role, find_ids, path_order, positions
+from toolid.positions import (
+    DEFINES,
+    REFERS,
+    Api,
+    Doc,
+    Found,
+    Role,
+    find_ids,
+    path_order,
+    positions,
+)
 
 CHAT, RESPONSES, MESSAGES = Api.CHAT, Api.RESPONSES, Api.MESSAGES
 
@@ -460,3 +472,73 @@ def test_a_request_without_calls_or_results_is_not_parsed(monkeypatch):
     }
     for path, body in bodies.items():
         assert toolid.check_pairing(json.dumps(body).encode(), path=path) == []
+
+
+# --- what rewriting reads: ids and labels --------------------------------------------------
+
+# Ids of every sort pairing tells apart: plain, encoded (one with its raw id), odd but not
+# joined, empty, joined.
+ODD_IDS = ("call_0", "call_1", "call_2", "tid1_call_1", "日本", "call_\u200b", "", "call_x|fc_y")
+
+
+def test_a_history_is_read_with_its_labels_as_path_key_value():
+    body = json.dumps(chat([Turn(["call_a"], ["call_a"])])).encode()
+    located = locate(body, CHAT, Doc.HISTORY)
+    assert located is not None and located.labels is not None
+    assert located.labels[:3] == [
+        ("messages[0].role", "role", "system"),
+        ("messages[1].role", "role", "user"),
+        ("messages[2].role", "role", "assistant"),
+    ]
+    assert [one.path for one in located.found] == [
+        "messages[2].tool_calls[0].id",
+        "messages[3].tool_call_id",
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(list(Api)), TURNS, st.randoms(use_true_random=False))
+def test_any_history_reads_alike_whatever_its_labels(api, shapes, rnd):
+    """Elements that lose their role, have a type (with their role or alone), are no objects, a
+    history that is one object, ids of every sort: the located check finds what ``check``
+    does, and so does ``check_history`` of the same elements."""
+    turns = [
+        Turn(
+            [rnd.choice(ODD_IDS) for _ in range(calls)],
+            [rnd.choice(ODD_IDS) for _ in range(rnd.randint(0, calls + 1))],
+            reasoning,
+            text_after,
+        )
+        for calls, reasoning, text_after, _ in shapes
+    ]
+    document = BUILDERS[api](turns, ask_after=rnd.random() < 0.5)
+    member, items = pairing.history_of(document, api)
+    for number, item in enumerate(items):
+        change = rnd.randrange(7)
+        if change == 0:
+            item.pop("role", None)
+        elif change in (1, 2):  # a type, with the role (which says the kind) or without
+            if change == 1:
+                item.pop("role", None)
+            item["type"] = rnd.choice(["message", "function_call", "reasoning"])
+        elif change == 3:
+            items[number] = "not an object"
+    if rnd.random() < 0.1:
+        document[member] = next((item for item in items if isinstance(item, dict)), {})
+    found = check(document, api)
+    assert_read_alike(document, api, found)
+    assert pairing.check_history(elements_of(document, api), api) == found
+
+
+def elements_of(document: dict[str, Any], api: Api) -> list[pairing.Element]:
+    """The history of ``document``, element by element, with each element's ids."""
+    member, items = pairing.history_of(document, api)
+    numbered = re.compile(re.escape(member) + r"(?:\[(\d+)\]|\.)")
+    ids: dict[int, list[Found]] = {}
+    for one in find_ids(document, api, Doc.REQUEST):
+        if (match := numbered.match(one.path)) is not None:
+            ids.setdefault(int(match.group(1) or 0), []).append(one)
+    return [
+        pairing.Element(pairing.kind_of(item), ids.get(number, []))
+        for number, item in enumerate(items)
+    ]

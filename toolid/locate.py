@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import itemgetter
@@ -37,6 +38,9 @@ from toolid.markers import Markers
 from toolid.positions import LABELS, TYPE, Api, Call, Doc, Found, Role, find_ids, positions
 from toolid.sse import marked_events
 
+# A label of a history element (its role or type, which pairing reads): (path, key, value).
+type Label = tuple[str, str, str]
+
 
 class Located(NamedTuple):  # made for every document read: a tuple is quickest to make
     """The ids at the table's positions in one document, and how to find their literals."""
@@ -45,7 +49,7 @@ class Located(NamedTuple):  # made for every document read: a tuple is quickest 
     document: Any  # parsed in full (None: the native parser read it, and each id's span)
     found: list[Found]
     surrogates: bool = True  # whether the bytes may hold raw surrogates (orjson read none)
-    labels: list[Found] | None = None  # a history's (Doc.HISTORY), in table order; else None
+    labels: list[Label] | None = None  # a history's (Doc.HISTORY), in table order; else None
 
     def edits(self, source: bytes, targets: Targets) -> tuple[Edit, ...]:
         """The edits that give every position in ``targets`` its new value, in ``source``
@@ -73,9 +77,9 @@ def locate(document: bytes, api: Api | None, doc: Doc) -> Located | None:
     (not toolid's to judge). Raises RewriteError for a document of a known API that is not
     valid JSON."""
     if api is not None and native.extension is not None:
-        found = _natively(document, api, doc)
-        if found is not None:
-            return _located(api, None, found, doc, surrogates=True)
+        located = _natively(document, api, doc)
+        if located is not None:
+            return located
     try:
         parsed, strict_utf8 = jsonparse.loads_checked(document)
     except (ValueError, RecursionError) as exc:
@@ -90,21 +94,47 @@ def locate(document: bytes, api: Api | None, doc: Doc) -> Located | None:
 
 
 def _located(api: Api, parsed: Any, found: list[Found], doc: Doc, *, surrogates: bool) -> Located:
-    """``Located``, a history's labels apart from its ids (they come last, in table order)."""
+    """``Located`` of a parsed document, a history's labels apart from its ids (they come
+    last, in table order)."""
     if doc is not Doc.HISTORY:
         return Located(api, parsed, found, surrogates)
-    ids = len(found)
-    while ids and found[ids - 1].role is LABELS:
-        ids -= 1
-    return Located(api, parsed, found[:ids], surrogates, found[ids:])
+    ids = bisect_left(found, True, key=_is_label)
+    labels: list[Label] = list(map(_AS_LABEL, found[ids:]))
+    return Located(api, parsed, found[:ids], surrogates, labels)
 
 
-def _natively(document: bytes, api: Api, doc: Doc) -> list[Found] | None:
-    """``find_ids`` of ``document`` as the native parser reads it (``id_spans``), each id with
+def _is_label(found: Found) -> bool:
+    return found.role is LABELS
+
+
+_AS_LABEL: Final = itemgetter(3, 1, 2)  # a Found's (path, key, value)
+
+
+def _natively(document: bytes, api: Api, doc: Doc) -> Located | None:
+    """``locate`` of ``document`` as the native parser reads it (``id_spans``), each id with
     its literal's span; None when it does not vouch for the document."""
     assert native.extension is not None
     located: list[Spanned] | None = native.extension.id_spans(document, prune.TABLES[(api, doc)])
-    return None if located is None else spanned(document, located, api, doc)
+    if located is None:
+        return None
+    if doc is not Doc.HISTORY:
+        return Located(api, None, spanned(document, located, api, doc), True)
+    located.sort(key=_SLOT)  # table order, then document order: the labels' slots come last
+    ids, keys = _label_slots(api)
+    cut = bisect_left(located, ids, key=_SLOT)
+    labels = [  # the parser vouches only for literals without escapes, in valid UTF-8
+        (path, keys[slot - ids], document[start + 1 : end - 1].decode())
+        for start, end, slot, _, path, _ in located[cut:]
+    ]
+    return Located(api, None, spanned(document, located[:cut], api, doc), True, labels)
+
+
+@functools.cache
+def _label_slots(api: Api) -> tuple[int, tuple[str, ...]]:
+    """A history's first label slot (its positions' come before it), and each label's key."""
+    rows = _rows(api, Doc.HISTORY)
+    first = next(slot for slot, (_, role, _) in enumerate(rows) if role is LABELS)
+    return first, tuple(key for key, _, _ in rows[first:])
 
 
 type Spanned = tuple[int, int, int, Call, str, str | None]  # what the native parser reports

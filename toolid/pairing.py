@@ -29,12 +29,13 @@ import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Final, NamedTuple
 
 from toolid import codec, jsonparse
 from toolid.apis import api_from_path
 from toolid.edit import RewriteError
-from toolid.locate import Located, locate
+from toolid.locate import Label, Located, locate
 from toolid.markers import Markers
 from toolid.positions import (
     DEFINES,
@@ -386,28 +387,65 @@ def _check_located(content: bytes, located: Located) -> list[Problem]:
     """``check`` of what ``locate`` read of a request's history: its ids, and its elements'
     kinds from their labels (the role, else the type, of each)."""
     api, spec = located.api, HISTORIES[located.api]
-    labels = located.labels or []
-    first = located.found[0].path if located.found else labels[0].path if labels else ""
+    ids, labels = located.found, located.labels or []
+    first = ids[0].path if ids else labels[0][0] if labels else ""
     member = next((m for m in spec.members if _in_member(first, m)), spec.member)
-    start = len(member) + 1
     document = located.document
-    if not all(_in_member(one.path, member) for one in located.found):
+    numbers = _element_numbers([one.path for one in ids], member)
+    if numbers is None:
         # ids in two of the places a history may be (both contents and request.contents)
-        return check(jsonparse.loads(content) if document is None else document, api, located.found)
-    placed = [(_element_number(one.path, start), one) for one in located.found]
-    kinds: dict[int, str] = {}
-    for label in labels:  # "member[i].role" or "member.role" (one object)
-        if _in_member(label.path, member):
-            number = _element_number(label.path, start)
-            if label.key == "role" or number not in kinds:  # "role" is listed first in the table
-                kinds[number] = label.value
-    count = 1 + max(max(kinds, default=-1), max((n for n, _ in placed), default=-1))
+        return check(jsonparse.loads(content) if document is None else document, api, ids)
+    kinds = _label_kinds(labels, member)
     # Elements after the last labelled one or id close no turn: leaving them out changes no end.
+    kinds.extend([None] * (max(numbers, default=-1) + 1 - len(kinds)))
     if document is None and spec.elsewhere and _elsewhere_markers(api).in_(content):
         document = jsonparse.loads(content)  # rare: then the member's value decides
     elsewhere = isinstance(document, dict) and any(document.get(name) for name in spec.elsewhere)
-    found = _check(placed, [kinds.get(n) for n in range(count)], [elsewhere] * count, api)
-    return [one for _, one in found]
+    return [one for _, one in _check(numbers, ids, kinds, [elsewhere] * len(kinds), api)]
+
+
+def _label_kinds(labels: Sequence[Label], member: str) -> list[str | None]:
+    """The kind of each element of the history in ``member``, from its labels (``locate``'s,
+    in table order: a member's ``role`` labels, then its ``type`` labels, each in document
+    order), up to the last labelled element."""
+    if labels:
+        path, key, _ = labels[0]
+        last, last_key, _ = labels[-1]
+        # One element holds a member once (the native parser does not vouch for a key given
+        # twice; a parsed object has each once), so the numbers of one label's elements
+        # increase: n labels of one member from element 0 to n - 1 label every element.
+        if (
+            key == last_key
+            and path == f"{member}[0].{key}"
+            and last == f"{member}[{len(labels) - 1}].{key}"
+        ):
+            return [value for _, _, value in labels]
+    kinds: dict[int, str] = {}
+    start = len(member) + 1
+    for path, key, value in labels:  # "member[i].role" or "member.role" (one object)
+        if _in_member(path, member):
+            number = _element_number(path, start)
+            if key == "role" or number not in kinds:  # "role" is listed first in the table
+                kinds[number] = value
+    return [kinds.get(number) for number in range(max(kinds, default=-1) + 1)]
+
+
+def _element_numbers(paths: Sequence[str], member: str) -> list[int] | None:
+    """``_element_number`` of each of ``paths``; None when one is not inside ``member``."""
+    if sum(map(str.startswith, paths, repeat(member + "["))) == len(paths):  # the usual
+        return list(map(_bracketed, paths))  # a member holds no "[" (``history_members``)
+    inside = (member + "[", member + ".")
+    if sum(map(str.startswith, paths, repeat(inside))) != len(paths):
+        return None
+    start = len(member) + 1
+    return [_element_number(path, start) for path in paths]
+
+
+@functools.lru_cache(maxsize=65536)  # pure; every request of a conversation has its paths again
+def _bracketed(path: str) -> int:
+    """The number in a path's first brackets (``messages[12].tool_calls[0].id``: 12)."""
+    start = path.index("[") + 1
+    return int(path[start : path.index("]", start)])
 
 
 def _element_number(path: str, start: int) -> int:
@@ -474,13 +512,12 @@ def check(document: Any, api: Api, found: Iterable[Found] | None = None) -> list
         return []
     if found is None:
         found = find_ids(document, api, Doc.REQUEST)
-    start = len(member) + 1  # a path is "member[i]..." ("member..." for an object)
-    placed = [
-        (_element_number(one.path, start), one) for one in found if _in_member(one.path, member)
-    ]
+    ids = [one for one in found if _in_member(one.path, member)]
+    numbers = _element_numbers([one.path for one in ids], member)
+    assert numbers is not None  # every one is inside the member
     elsewhere = any(document.get(name) for name in HISTORIES[api].elsewhere)
     kinds = [kind_of(item) for item in items]
-    return [one for _, one in _check(placed, kinds, [elsewhere] * len(items), api)]
+    return [one for _, one in _check(numbers, ids, kinds, [elsewhere] * len(items), api)]
 
 
 def history_of(document: Any, api: Api) -> tuple[str, list[Any]]:
@@ -509,75 +546,91 @@ def check_history(history: Sequence[Element], api: Api) -> list[Problem]:
 
 def located(history: Sequence[Element], api: Api) -> list[tuple[int, Problem]]:
     """``check_history``, each problem with the number of the element it is in."""
-    placed = [(number, one) for number, element in enumerate(history) for one in element.ids]
+    numbers = [number for number, element in enumerate(history) for _ in element.ids]
+    ids = [one for element in history for one in element.ids]
     kinds = [element.kind for element in history]
-    return _check(placed, kinds, [element.elsewhere for element in history], api)
+    return _check(numbers, ids, kinds, [element.elsewhere for element in history], api)
 
 
 def _check(
-    placed: Sequence[tuple[int, Found]],
+    numbers: Sequence[int],
+    ids: Sequence[Found],
     kinds: Sequence[str | None],
     elsewhere: Sequence[bool],
     api: Api,
 ) -> list[tuple[int, Problem]]:
-    """The problems of the ids of a history, each with the number of its element. ``placed``:
-    each id with its element's number; of each kind, definitions in document order (as
-    ``find_ids`` gives them, or element by element)."""
+    """The problems of the ``ids`` of a history, each with the number of its element
+    (``numbers``: each id's; ``kinds`` and ``elsewhere``: each element's, every numbered one
+    included). Of each kind, definitions come in document order (as ``find_ids`` gives
+    them, or element by element)."""
     spec = HISTORIES[api]
-    found: list[tuple[int, Problem]] = []
+    flagged: list[tuple[int, str, Found]] = []  # (element, code, id), a Problem made of each
     first: dict[tuple[str, str], int] = {}  # (kind, key) -> the element of its first call
-    answered: dict[tuple[str, str], list[int]] = {}  # (kind, key) -> elements with results
     calls: list[tuple[int, Found, tuple[str, str]]] = []
     references: list[tuple[int, Found, tuple[str, str]]] = []
     results, needs, types = spec.results, spec.calls, spec.call_types
-    composite, key = _COMPOSITE.search, key_of
-    for number, at in placed:  # per id: a few dict and set operations (the hot loop)
-        value = at.value
-        if not value:
-            found.append((number, problem(EMPTY, api, at)))
-            continue  # an empty id pairs with nothing: its empty-id says it all
-        # isprintable: no whitespace but " " (the quick test), then the regex for the rest
-        if not (value.isprintable() and " " not in value and "|" not in value) and composite(value):
-            found.append((number, problem(COMPOSITE, api, at)))
-        pair = (at.kind, key(value))
+    values = [one.value for one in ids]
+    plain = all(values) and _plain("".join(values))  # then no id is empty or composite
+    composite, key_of_value = _COMPOSITE.search, key_of
+    for number, at in zip(numbers, ids, strict=True):  # the hot loop
+        kind, value = at.kind, at.value
+        if not plain:
+            if not value:
+                flagged.append((number, EMPTY, at))
+                continue  # an empty id pairs with nothing: its empty-id says it all
+            if not _plain(value) and composite(value):
+                flagged.append((number, COMPOSITE, at))
+        pair = (kind, key_of_value(value))
         if at.role is not DEFINES:
-            if (at.kind, at.key) in results:
-                if pair in answered:
-                    answered[pair].append(number)
-                else:
-                    answered[pair] = [number]
+            if (kind, at.key) in results:
                 references.append((number, at, pair))
         elif pair in first:
-            found.append((number, problem(DUPLICATE, api, at)))
+            flagged.append((number, DUPLICATE, at))
         else:
             first[pair] = number
-            if (at.kind, at.key) in needs and (types is None or at.holder.get("type") in types):
+            if (kind, at.key) in needs and (types is None or at.holder.get("type") in types):
                 calls.append((number, at, pair))
+    ends = _turn_ends(kinds, spec)
+    answered: set[tuple[str, str]] = set()  # the calls with a result inside their turn
     for number, at, pair in references:
         made = first.get(pair)
-        if (made is None or made > number) and not elsewhere[number]:
-            found.append((number, problem(ORPHAN, api, at)))
-    ends = _turn_ends(kinds, spec)
+        if made is None or made > number:
+            if not elsewhere[number]:
+                flagged.append((number, ORPHAN, at))
+        elif made < number and ((end := ends[made]) is None or number < end):
+            answered.add(pair)
     for number, at, pair in calls:
-        end = ends[number]
-        if end is None:
-            continue  # the last turn of the history: its results are still to come
-        if not any(number < result < end for result in answered.get(pair, ())):
-            found.append((number, problem(MISSING, api, at)))
+        # a call in the last turn of the history is not a problem: its results are to come
+        if ends[number] is not None and pair not in answered:
+            flagged.append((number, MISSING, at))
+    found = [(number, problem(code, api, at)) for number, code, at in flagged]
     found.sort(key=lambda item: (item[0], path_order(item[1].path), CODES.index(item[1].code)))
     return found
+
+
+_PLAIN_ASCII: Final = bytes(range(0x21, 0x7F)).replace(b"|", b"")  # printable, not " " or "|"
+
+
+def _plain(text: str) -> bool:
+    """Whether ``text`` is printable and holds no ``|`` or space: then it holds no
+    whitespace, and ``_COMPOSITE`` finds nothing in it."""
+    if text.isascii():
+        return not text.encode("ascii").translate(None, _PLAIN_ASCII)
+    return text.isprintable() and " " not in text and "|" not in text
 
 
 def _turn_ends(kinds: Sequence[str | None], spec: History) -> list[int | None]:
     """For each element, the first later element that closes a call made in it (None: the
     history ends first)."""
-    count = len(kinds)
-    close_from: list[int | None] = [None] * (count + 1)  # the first closing element from i on
-    open_from = [count] * (count + 1)  # the first element from i on that closes nothing
-    for number in range(count - 1, -1, -1):
-        closes = kinds[number] in spec.closes
-        close_from[number] = number if closes else close_from[number + 1]
-        open_from[number] = open_from[number + 1] if closes else number
-    if spec.runs:  # the closing elements right after a call are its own turn
-        return [close_from[open_from[number + 1]] for number in range(count)]
-    return [close_from[number + 1] for number in range(count)]
+    closes, runs = spec.closes, spec.runs
+    ends: list[int | None] = [None] * len(kinds)
+    closing: int | None = None  # the first closing element after ``number``
+    after_run: int | None = None  # the first after the closing elements right after it
+    for number in range(len(kinds) - 1, -1, -1):
+        # with runs, the closing elements right after a call are its own turn
+        ends[number] = after_run if runs else closing
+        if kinds[number] in closes:
+            closing = number
+        else:
+            after_run = closing
+    return ends
