@@ -168,6 +168,8 @@ def events(
         )
         if located is not None:
             end, reported = located
+            if not reported:  # no marker: most pieces of a stream
+                return tuple.__new__(EventIds, (end, ids, unread))
             rows = _rows(api, _EVENT)
             alone: list[Spanned] = []  # the ids of one-id events since the last other event
             for start, stop, spans in reported:
@@ -179,7 +181,7 @@ def events(
                     ids = _found_of(data, alone, rows, into=ids)
                     alone = []
                     ids.extend(call_order(_as_found(data, spans, rows)))
-            return EventIds(end, _found_of(data, alone, rows, into=ids), unread)
+            return tuple.__new__(EventIds, (end, _found_of(data, alone, rows, into=ids), unread))
     end, marked = marked_events(data, 0, len(data), markers)
     for start, stop in marked:
         found = _event_ids(data, start, stop, limit=limit, api=api, wanted=wanted)
