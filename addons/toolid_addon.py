@@ -13,7 +13,6 @@ every tool-call id annotated, see ``toolid.annotate``) and the commands ``toolid
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import importlib.util
 import logging
@@ -89,22 +88,25 @@ def _command(name: str) -> Callable[[_Command], _Command]:
     return cast(Callable[[_Command], _Command], command.command(name))
 
 
-@contextlib.contextmanager
-def collector_deferred() -> Iterator[None]:
+class collector_deferred:  # lower case: used as a function is, with collector_deferred():
     """Hold Python's cyclic garbage collector off while toolid rewrites one body, message or
     piece. The rewrite makes thousands of small acyclic objects that reference counting frees
     as it returns; a collection in the middle would find them alive, move them to older
     generations and so, every few dozen requests, start a full collection over all of
     mitmproxy's heap (tens of milliseconds each; see docs/performance.md). Deferred, the
-    collector runs after, when they are gone. A collector the user turned off stays off."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
+    collector runs after, when they are gone. A collector the user turned off stays off.
+    A class, not a generator: it is entered for every piece of every stream."""
+
+    __slots__ = ("_enabled",)
+
+    def __enter__(self) -> None:
+        self._enabled = gc.isenabled()
+        if self._enabled:
+            gc.disable()
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._enabled:
+            gc.enable()
 
 
 class ToolId:
