@@ -103,33 +103,41 @@ def summary(records: Iterable[Mapping[str, Any]], observe: bool = False) -> str:
     """
     records = records if isinstance(records, list) else list(records)
     actions = list(map(_action, records))  # at C speed: a history has a thousand records
-    counts = {action: actions.count(action) for action in set(actions)}
-    # The first few distinct ids of each action, and text for those only.
-    firsts: dict[str, dict[tuple[Any, ...], Mapping[str, Any]]] = {a: {} for a in counts}
-    wanting = len(counts)
-    for action, record in zip(actions, records, strict=True):
-        first = firsts[action]
-        if len(first) <= _EXAMPLES:
-            first.setdefault(_identity(record), record)
-            if len(first) > _EXAMPLES:
-                wanting -= 1
-                if not wanting:
-                    break
+    present = set(actions)
     words = _OBSERVED if observe else _VERBS
     parts = []
-    for action in ("restored", "encoded", "kept", "mapped"):
-        if action not in counts:
+    for action in _ACTIONS:
+        if action not in present:
             continue
-        distinct = list(firsts[action].values())
-        pairs = [_pair(record) for record in distinct[:_EXAMPLES]]
-        shown = ", ".join(pairs) + (", ..." if len(distinct) > _EXAMPLES else "")
+        count = len(actions) if len(present) == 1 else actions.count(action)
+        distinct = _distinct(records, actions, action)
+        shown = ", ".join([_pair(record) for record in distinct[:_EXAMPLES]])
+        if len(distinct) > _EXAMPLES:
+            shown += ", ..."
         verb = words[action]
-        counted = f"{verb} {counts[action]}" if observe else f"{counts[action]} {verb}"
+        counted = f"{verb} {count}" if observe else f"{count} {verb}"
         parts.append(f"{counted} ({shown})")
     return "; ".join(parts)
 
 
+_ACTIONS: Final = ("restored", "encoded", "kept", "mapped")  # in the order a summary names them
 _action = itemgetter("action")
+
+
+def _distinct(
+    records: list[Mapping[str, Any]], actions: list[str], action: str
+) -> list[Mapping[str, Any]]:
+    """The first records of ``action`` that differ in what a summary shows of them (one more
+    than it shows, if there are). A side's records of one action are mostly together: the
+    search starts at the first."""
+    distinct: dict[tuple[Any, ...], Mapping[str, Any]] = {}
+    for at in range(actions.index(action), len(actions)):
+        if actions[at] == action:
+            record = records[at]
+            distinct.setdefault(_identity(record), record)
+            if len(distinct) > _EXAMPLES:
+                break
+    return list(distinct.values())
 
 
 def _identity(record: Mapping[str, Any]) -> tuple[Any, ...]:
