@@ -699,23 +699,24 @@ class ToolId:
     def _comment(self, flow: http.HTTPFlow) -> None:
         """Summarise the flow's records in its comment (once per hook, never per chunk)."""
         record = flow.metadata.get("toolid")
-        pairing = record.get("pairing", []) if record else []
-        if not record or not (record.get("request") or record.get("response") or pairing):
+        if not record:
             return
-        observe = record["observe"]
-        requests, responses = record.get("request", []), record.get("response", [])
+        requests, responses = record.get("request", ()), record.get("response", ())
+        pairing = record.get("pairing", ())
+        if not (requests or responses or pairing):
+            return
         omitted = record.get("request_omitted", 0) + record.get("response_omitted", 0)
         summarised = (len(requests), len(responses), omitted, len(pairing))
         if self._summarised.get(flow) == summarised:
             return  # nothing recorded since the comment was written
-        lines = []
-        if requests or responses:
-            summary = report.summary([*requests, *responses] if requests else responses, observe)
-            more = f" (+{omitted} more not recorded)" if omitted else ""
-            lines.append(f"toolid{' (observe)' if observe else ''}: {summary}{more}")
-        lines.extend(f"toolid pairing: {line}" for line in pairing_lines(record))
-        flow.comment = "\n".join(lines)
         self._summarised[flow] = summarised
+        lines = [f"toolid pairing: {line}" for line in pairing_lines(record)] if pairing else []
+        if requests or responses:
+            records = [*requests, *responses] if requests and responses else requests or responses
+            observe = record["observe"]
+            line = f"toolid{' (observe)' if observe else ''}: {report.summary(records, observe)}"
+            lines.insert(0, f"{line} (+{omitted} more not recorded)" if omitted else line)
+        flow.comment = "\n".join(lines)
 
     def _problem(self, flow: http.HTTPFlow, message: str) -> None:
         record = self._record(flow)
@@ -735,7 +736,7 @@ class ToolId:
         if record and (record.get("request") or record.get("response")):
             self._comment(flow)
             # the change line only: the pairing lines were logged as a warning (_pairing)
-            self._log_change(flow.comment.split("\n", 1)[0], _where(flow))
+            self._log_change(flow.comment.partition("\n")[0], _where(flow))
 
     def _log_change(self, comment: str, where: _Where, detail: str = "") -> None:
         """Log one flow's change line (INFO): its comment and request. In mitmproxy's event
