@@ -481,17 +481,16 @@ class ToolId:
         content = self._json_body(flow, request, "request", headers)
         if content is None:
             return
-        rule_set, why = self._destination_for(flow, content)
-        result = toolid.rewrite_request(
-            content, path=request.path, rules=rule_set, profile=self.profile
-        )
+        path = request.path  # decoded by each read
+        rule_set, why = self.destinations.for_request(request.host, request.port, path, content)
+        result = toolid.rewrite_request(content, path=path, rules=rule_set, profile=self.profile)
         self._apply(flow, request, "request", headers, result, why=why)
         self._comment(flow)  # a response's comment is written once, by _finish
         self._check_pairing(flow, result)
         if (
             not self.observe
-            and api_from_path(request.path)
-            and (result.asks_to_stream() or streamed_route(request.path))
+            and api_from_path(path)
+            and (result.asks_to_stream() or streamed_route(path))
         ):
             request.headers["accept-encoding"] = "identity"
         if result.api is not None:
@@ -665,18 +664,11 @@ class ToolId:
     def _in_scope(self, flow: http.HTTPFlow) -> bool:
         return self._every_host or scope.covers(self.hosts, flow.request.host, flow.request.port)
 
-    def _destination_for(
-        self, flow: http.HTTPFlow, content: bytes | None
-    ) -> destination.Destination:
-        """The id rules of the request's destination (None: it takes any id), by its model,
-        host and path, and why when its model chose them (``toolid.destination``)."""
-        request = flow.request
-        return self.destinations.for_request(request.host, request.port, request.path, content)
-
     def _rules_for(self, flow: http.HTTPFlow) -> rules.RuleSet | None:
         """The id rules of the flow's upstream by its host and path alone (no body to read
-        a model from)."""
-        return self._destination_for(flow, None).rules
+        a model from; ``toolid.destination``)."""
+        request = flow.request
+        return self.destinations.for_request(request.host, request.port, request.path, None).rules
 
     def _note(
         self, flow: http.HTTPFlow, side: str, changes: Sequence[Change], why: str = ""
@@ -688,7 +680,7 @@ class ToolId:
         record = self._record(flow)
         records = record.setdefault(side, [])
         room = max(0, MAX_RECORDS - len(records))
-        new = report.as_records(changes[:room])
+        new = report.as_records(changes if len(changes) <= room else changes[:room])
         report.add_why(new, why)
         records.extend(new)
         if len(changes) > room:

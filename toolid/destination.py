@@ -276,8 +276,8 @@ class Destinations:
         """``choose`` for a request, with the model it names (``model_of``). Where the host
         decides whatever the model (a host rule covers it, and there are no user model
         rules: api.anthropic.com, say), the body is not read at all."""
+        route = path.split("?", 1)[0]
         if not self.model_rules:
-            route = path.split("?", 1)[0]
             key = (host, port, route)
             if key in self._by_host:
                 by_host = self._by_host[key]
@@ -289,8 +289,8 @@ class Destinations:
                 )
             if by_host is not None:
                 return by_host
-        model = model_of(content, path)
-        return self.choose(host, port, path, model[:_MATCHED_MODEL] if model else model)
+        model = model_of(content, route)
+        return self.choose(host, port, route, model[:_MATCHED_MODEL] if model else model)
 
 
 # --- reading the model -------------------------------------------------------------------------
@@ -334,6 +334,8 @@ def model_in_path(path: str) -> str | None:
 _MODEL_KEY: Final = b'"model"'
 # Its string's literal is group 1 (no match: the string is not terminated, not JSON).
 _MODEL_MEMBER: Final = re.compile(rb'"model"\s*:\s*"([^"\\]*(?:\\.[^"\\]*)*)"', re.DOTALL)
+# The same member first in the body's object, where most agents and SDKs put it.
+_FIRST_MEMBER: Final = re.compile(rb"\s*\{\s*" + _MODEL_MEMBER.pattern, re.DOTALL)
 _STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _HEAD: Final = 512  # bytes searched first: most agents and SDKs put the model first
 _COUNTED: Final = 4096  # the largest side of a member whose brackets are counted, not parsed
@@ -353,6 +355,8 @@ def model_in_body(content: bytes) -> str | None:
     brackets on the member's shorter side or a parse of what follows it (``is_top_level``);
     the whole body is parsed only when neither tells (both sides long, the shorter before it,
     or a nested member found)."""
+    if (first := _FIRST_MEMBER.match(content)) is not None:
+        return _string_value(first[1])  # the top-level object's first member: no doubt
     found = _model_member(content)
     if found is None:
         return None

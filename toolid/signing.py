@@ -55,9 +55,6 @@ type Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 HEADERS: Final = frozenset(
     {"authorization", "x-amz-content-sha256", "signature-input", "signature"}
 )
-# Every presigned parameter's name holds one of these (lower case): a query string without
-# them (and without a %-escape, which could spell them) has none of those parameters.
-_PRESIGNED_WORDS: Final = ("signature", "algorithm")
 
 
 def signature_of(headers: Headers, query: str = "") -> str | None:
@@ -103,7 +100,9 @@ def _presigned(query: str) -> str | None:
     if not query:
         return None
     lowered = query.lower()
-    if "%" not in lowered and not any(word in lowered for word in _PRESIGNED_WORDS):
+    # Every presigned parameter's name holds one of these words: a query string without them
+    # (and without a %-escape, which could spell them) has none of those parameters.
+    if "signature" not in lowered and "algorithm" not in lowered and "%" not in lowered:
         return None
     names = {name.lower() for name, _ in parse_qsl(query, keep_blank_values=True)}
     for name, scheme in _PRESIGNED:
