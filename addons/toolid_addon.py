@@ -822,6 +822,8 @@ def _description(where: _Where) -> str:
     method, host, path = where
     path_only = path.decode("utf-8", "surrogateescape").split("?", 1)[0]
     text = f"{method.decode('utf-8', 'surrogateescape').upper()} {host}{path_only}"
+    if text.isascii():
+        return text
     return text.encode("utf-8", "backslashreplace").decode("utf-8")  # undecodable path bytes
 
 

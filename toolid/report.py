@@ -109,14 +109,15 @@ def summary(records: Iterable[Mapping[str, Any]], observe: bool = False) -> str:
     for action in _ACTIONS:
         if action not in present:
             continue
-        count = len(actions) if len(present) == 1 else actions.count(action)
-        distinct = _distinct(records, actions, action)
-        shown = ", ".join([_pair(record) for record in distinct[:_EXAMPLES]])
+        alone = len(present) == 1  # every record is of this action (one side's, mostly)
+        count = len(actions) if alone else actions.count(action)
+        distinct = _distinct(records, None if alone else actions, action)
+        shown = [_pair(record) for record in distinct[:_EXAMPLES]]
         if len(distinct) > _EXAMPLES:
-            shown += ", ..."
+            shown.append("...")
         verb = words[action]
         counted = f"{verb} {count}" if observe else f"{count} {verb}"
-        parts.append(f"{counted} ({shown})")
+        parts.append(f"{counted} ({', '.join(shown)})")
     return "; ".join(parts)
 
 
@@ -125,14 +126,14 @@ _action = itemgetter("action")
 
 
 def _distinct(
-    records: list[Mapping[str, Any]], actions: list[str], action: str
+    records: list[Mapping[str, Any]], actions: list[str] | None, action: str
 ) -> list[Mapping[str, Any]]:
-    """The first records of ``action`` that differ in what a summary shows of them (one more
-    than it shows, if there are). A side's records of one action are mostly together: the
-    search starts at the first."""
+    """The first records of ``action`` (each record's action in ``actions``; None: all are
+    of it) that differ in what a summary shows of them, one more than it shows if there are.
+    A side's records of one action are mostly together: the search starts at the first."""
     distinct: dict[tuple[Any, ...], Mapping[str, Any]] = {}
-    for at in range(actions.index(action), len(actions)):
-        if actions[at] == action:
+    for at in range(0 if actions is None else actions.index(action), len(records)):
+        if actions is None or actions[at] == action:
             record = records[at]
             distinct.setdefault(_identity(record), record)
             if len(distinct) > _EXAMPLES:
@@ -157,5 +158,5 @@ def _pair(record: Mapping[str, Any]) -> str:
         why = f" ({record['why']})" if record.get("why") else ""  # made printable already
         return f"{client} -> {show(record.get('sent', ''))} for {record.get('rules', '?')}{why}"
     pair = f"{raw} -> {client}" if record["action"] == "encoded" else f"{client} -> {raw}"
-    tagged = use_of(record["client"])
+    tagged = use_of(record["client"])  # None at once for an id without a tag
     return f"{pair}, {tagged}" if tagged else pair
