@@ -681,7 +681,8 @@ class ToolId:
         records = record.setdefault(side, [])
         room = max(0, MAX_RECORDS - len(records))
         new = report.as_records(changes if len(changes) <= room else changes[:room])
-        report.add_why(new, why)
+        if why:
+            report.add_why(new, why)
         records.extend(new)
         if len(changes) > room:
             record[f"{side}_omitted"] = record.get(f"{side}_omitted", 0) + len(changes) - room

@@ -74,3 +74,10 @@ def test_a_summary_names_each_action_once_in_order():
         "1 restored (y -> y); 4 encoded (x:1 -> tid1_x-3A1, x:2 -> tid1_x-3A2, ...)"
     )
     assert report.summary(records, observe=True).startswith("would restore 1 (y -> y); ")
+
+
+@given(st.text(max_size=40), st.sampled_from(["safe", "call"]), st.integers(1, 5))
+def test_an_encoded_id_is_shown_as_it_is(raw, profile, occurrence):
+    """What a summary relies on to show an encoded id without checking it."""
+    client = encode(raw, profile, occurrence)
+    assert report.show(client) == client

@@ -153,10 +153,14 @@ def _identity(record: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def _pair(record: Mapping[str, Any]) -> str:
-    raw, client = show(record["raw"]), show(record["client"])
-    if record["action"] == "mapped":
+    action = record["action"]
+    # An encoded id is the codec's, of [A-Za-z0-9_-]: shown as it is.
+    raw, client = show(record["raw"]), record["client"]
+    if action != "encoded":
+        client = show(client)
+    if action == "mapped":
         why = f" ({record['why']})" if record.get("why") else ""  # made printable already
         return f"{client} -> {show(record.get('sent', ''))} for {record.get('rules', '?')}{why}"
-    pair = f"{raw} -> {client}" if record["action"] == "encoded" else f"{client} -> {raw}"
+    pair = f"{raw} -> {client}" if action == "encoded" else f"{client} -> {raw}"
     tagged = use_of(record["client"])  # None at once for an id without a tag
     return f"{pair}, {tagged}" if tagged else pair
