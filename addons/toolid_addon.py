@@ -13,7 +13,6 @@ every tool-call id annotated, see ``toolid.annotate``) and the commands ``toolid
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import importlib.util
 import logging
@@ -89,22 +88,25 @@ def _command(name: str) -> Callable[[_Command], _Command]:
     return cast(Callable[[_Command], _Command], command.command(name))
 
 
-@contextlib.contextmanager
-def collector_deferred() -> Iterator[None]:
+class collector_deferred:  # lower case: used as a function is, with collector_deferred():
     """Hold Python's cyclic garbage collector off while toolid rewrites one body, message or
     piece. The rewrite makes thousands of small acyclic objects that reference counting frees
     as it returns; a collection in the middle would find them alive, move them to older
     generations and so, every few dozen requests, start a full collection over all of
     mitmproxy's heap (tens of milliseconds each; see docs/performance.md). Deferred, the
-    collector runs after, when they are gone. A collector the user turned off stays off."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
+    collector runs after, when they are gone. A collector the user turned off stays off.
+    A class, not a generator: it is entered for every piece of every stream."""
+
+    __slots__ = ("_enabled",)
+
+    def __enter__(self) -> None:
+        self._enabled = gc.isenabled()
+        if self._enabled:
+            gc.disable()
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._enabled:
+            gc.enable()
 
 
 class ToolId:
@@ -308,14 +310,15 @@ class ToolId:
         if flow.response or flow.error or not flow.live or not self._in_scope(flow):
             return
         try:
-            if self._leave_signed(flow):
+            headers = _MessageHeaders(flow.request.headers, signing=True)
+            if self._leave_signed(flow, headers):
                 return
         except Exception as exc:  # never rewrite what might be signed
             self._problem(flow, f"request left unchanged: unexpected error {exc!r}")
             return
         try:
             with collector_deferred():
-                self._rewrite_request(flow)
+                self._rewrite_request(flow, headers)
         except Exception as exc:
             self._problem(flow, f"request left unchanged: unexpected error {exc!r}")
 
@@ -323,14 +326,16 @@ class ToolId:
         response = flow.response
         if response is None or not flow.live or not self._in_scope(flow):
             return
+        headers = _MessageHeaders(response.headers)
+        framing = framing_of(headers.content_type or "", flow.request.path)
         if _signed(flow):
-            self._pass_signed_stream(flow, response)
+            if framing is not None:  # streamed as it comes (buffered, it would reach the
+                response.stream = True  # agent only at its end), never rewritten
             return
-        framing = framing_of(response.headers.get("content-type", ""), flow.request.path)
         if framing is None:
             return
         try:
-            self._start_stream(flow, response, framing)
+            self._start_stream(flow, response, framing, headers)
         except Exception as exc:
             self._problem(flow, f"stream passed unchanged: {exc}")
             # Still streamed (as is): buffered, an event stream would reach the agent at its end.
@@ -468,25 +473,24 @@ class ToolId:
 
     # --- the work ----------------------------------------------------------------------------
 
-    def _rewrite_request(self, flow: http.HTTPFlow) -> None:
+    def _rewrite_request(self, flow: http.HTTPFlow, headers: _MessageHeaders) -> None:
         request = flow.request
         if request.stream:
             self._problem(flow, "request body was streamed; ids not restored")
             return
-        content = self._json_body(flow, request, "request")
+        content = self._json_body(flow, request, "request", headers)
         if content is None:
             return
-        rule_set, why = self._destination_for(flow, content)
-        result = toolid.rewrite_request(
-            content, path=request.path, rules=rule_set, profile=self.profile
-        )
-        self._apply(flow, request, "request", result, why)
+        path = request.path  # decoded by each read
+        rule_set, why = self.destinations.for_request(request.host, request.port, path, content)
+        result = toolid.rewrite_request(content, path=path, rules=rule_set, profile=self.profile)
+        self._apply(flow, request, "request", headers, result, why=why)
         self._comment(flow)  # a response's comment is written once, by _finish
         self._check_pairing(flow, result)
         if (
             not self.observe
-            and api_from_path(request.path)
-            and (result.asks_to_stream() or streamed_route(request.path))
+            and api_from_path(path)
+            and (result.asks_to_stream() or streamed_route(path))
         ):
             request.headers["accept-encoding"] = "identity"
         if result.api is not None:
@@ -523,20 +527,23 @@ class ToolId:
             self._problem(flow, f"pairing not checked: unexpected error {exc!r}")
 
     def _rewrite_response(self, flow: http.HTTPFlow, response: http.Response) -> None:
-        content = self._json_body(flow, response, "response")
+        headers = _MessageHeaders(response.headers)
+        content = self._json_body(flow, response, "response", headers)
         if content is not None:
             taken = self._taken.pop(flow, _NOTHING_TAKEN)
             result = toolid.rewrite_response(
                 content, api=api_of(flow), taken=taken, profile=self.profile
             )
-            self._apply(flow, response, "response", result)
+            self._apply(flow, response, "response", headers, result)
 
     def _apply(
         self,
         flow: http.HTTPFlow,
         message: http.Message,
         side: str,
+        headers: _MessageHeaders,
         result: Rewritten,
+        *,
         why: str = "",
     ) -> None:
         """Record what rewriting a body did, and put the new body in (unless observing)."""
@@ -544,16 +551,18 @@ class ToolId:
             self._problem(flow, problem)
         self._note(flow, side, result.changes, why)
         if not self.observe and result.changed:
-            message.content = result.body
+            _set_body(message, headers, result.body)
 
-    def _json_body(self, flow: http.HTTPFlow, message: http.Message, side: str) -> bytes | None:
+    def _json_body(
+        self, flow: http.HTTPFlow, message: http.Message, side: str, headers: _MessageHeaders
+    ) -> bytes | None:
         """The decoded body of a JSON message; None when absent, empty or not JSON, or when
         it cannot be decoded (reported)."""
-        content_type = message.headers.get("content-type")
+        content_type = headers.content_type
         raw = message.raw_content
         if raw is None or not _is_json("json" if content_type is None else content_type):
             return None
-        encoding = message.headers.get("content-encoding")
+        encoding = headers.content_encoding
         if not encoding:  # as get_content gives it
             return raw or None
         try:
@@ -563,14 +572,20 @@ class ToolId:
             return None
         return content or None
 
-    def _start_stream(self, flow: http.HTTPFlow, response: http.Response, framing: Framing) -> None:
+    def _start_stream(
+        self,
+        flow: http.HTTPFlow,
+        response: http.Response,
+        framing: Framing,
+        headers: _MessageHeaders,
+    ) -> None:
         """Stream an event stream (SSE, or AWS eventstream: Bedrock's ConverseStream and
         InvokeModelWithResponseStream) through the rewriter of its framing."""
         stream = toolid.ResponseStream(
             api=api_of(flow),
             taken=self._taken.pop(flow, _NOTHING_TAKEN),
             profile=self.profile,
-            content_encoding=response.headers.get("content-encoding", ""),
+            content_encoding=headers.content_encoding or "",
             max_event_bytes=self.max_event_bytes,
             framing=framing,
         )
@@ -623,13 +638,13 @@ class ToolId:
 
     # --- signed requests: never a byte changed ----------------------------------------------
 
-    def _leave_signed(self, flow: http.HTTPFlow) -> bool:
+    def _leave_signed(self, flow: http.HTTPFlow, headers: _MessageHeaders) -> bool:
         """Whether the request is signed over its bytes (``toolid.signing``); then it and its
         response pass byte for byte (not even accept-encoding changes: SigV4 signs it). An API
         call (a known route, or a JSON body) is also marked, commented and logged once as
         such. The signature's value is never recorded or logged, only its scheme."""
         request = flow.request
-        scheme = signing.signature_of(request.headers.items(multi=True), request.path)
+        scheme = signing.signature_of(headers.signing, request.path)
         if scheme is None:
             return False
         record = self._record(flow)
@@ -637,37 +652,23 @@ class ToolId:
         api = api_from_path(request.path)
         if api is not None:
             record["api"] = api.value
-        elif not _is_json(request.headers.get("content-type", "")):
+        elif not _is_json(headers.content_type or ""):
             return True  # not an API call toolid reads (an S3 upload, say): nothing to say
         flow.marked = MARK_SIGNED
         flow.comment = f"toolid: signed request ({scheme}): ids left as they are"
         self._log_change(flow.comment, _where(flow))
         return True
 
-    @staticmethod
-    def _pass_signed_stream(flow: http.HTTPFlow, response: http.Response) -> None:
-        """A signed flow's event stream is streamed as it comes (buffered, it would reach the
-        agent only at its end), never rewritten."""
-        if framing_of(response.headers.get("content-type", ""), flow.request.path) is not None:
-            response.stream = True
-
     # --- scope and bookkeeping ---------------------------------------------------------------
 
     def _in_scope(self, flow: http.HTTPFlow) -> bool:
         return self._every_host or scope.covers(self.hosts, flow.request.host, flow.request.port)
 
-    def _destination_for(
-        self, flow: http.HTTPFlow, content: bytes | None
-    ) -> destination.Destination:
-        """The id rules of the request's destination (None: it takes any id), by its model,
-        host and path, and why when its model chose them (``toolid.destination``)."""
-        request = flow.request
-        return self.destinations.for_request(request.host, request.port, request.path, content)
-
     def _rules_for(self, flow: http.HTTPFlow) -> rules.RuleSet | None:
         """The id rules of the flow's upstream by its host and path alone (no body to read
-        a model from)."""
-        return self._destination_for(flow, None).rules
+        a model from; ``toolid.destination``)."""
+        request = flow.request
+        return self.destinations.for_request(request.host, request.port, request.path, None).rules
 
     def _note(
         self, flow: http.HTTPFlow, side: str, changes: Sequence[Change], why: str = ""
@@ -679,8 +680,9 @@ class ToolId:
         record = self._record(flow)
         records = record.setdefault(side, [])
         room = max(0, MAX_RECORDS - len(records))
-        new = report.as_records(changes[:room])
-        report.add_why(new, why)
+        new = report.as_records(changes if len(changes) <= room else changes[:room])
+        if why:
+            report.add_why(new, why)
         records.extend(new)
         if len(changes) > room:
             record[f"{side}_omitted"] = record.get(f"{side}_omitted", 0) + len(changes) - room
@@ -690,23 +692,24 @@ class ToolId:
     def _comment(self, flow: http.HTTPFlow) -> None:
         """Summarise the flow's records in its comment (once per hook, never per chunk)."""
         record = flow.metadata.get("toolid")
-        pairing = record.get("pairing", []) if record else []
-        if not record or not (record.get("request") or record.get("response") or pairing):
+        if not record:
             return
-        observe = record["observe"]
-        requests, responses = record.get("request", []), record.get("response", [])
+        requests, responses = record.get("request", ()), record.get("response", ())
+        pairing = record.get("pairing", ())
+        if not (requests or responses or pairing):
+            return
         omitted = record.get("request_omitted", 0) + record.get("response_omitted", 0)
         summarised = (len(requests), len(responses), omitted, len(pairing))
         if self._summarised.get(flow) == summarised:
             return  # nothing recorded since the comment was written
-        lines = []
-        if requests or responses:
-            summary = report.summary([*requests, *responses] if requests else responses, observe)
-            more = f" (+{omitted} more not recorded)" if omitted else ""
-            lines.append(f"toolid{' (observe)' if observe else ''}: {summary}{more}")
-        lines.extend(f"toolid pairing: {line}" for line in pairing_lines(record))
-        flow.comment = "\n".join(lines)
         self._summarised[flow] = summarised
+        lines = [f"toolid pairing: {line}" for line in pairing_lines(record)] if pairing else []
+        if requests or responses:
+            records = [*requests, *responses] if requests and responses else requests or responses
+            observe = record["observe"]
+            line = f"toolid{' (observe)' if observe else ''}: {report.summary(records, observe)}"
+            lines.insert(0, f"{line} (+{omitted} more not recorded)" if omitted else line)
+        flow.comment = "\n".join(lines)
 
     def _problem(self, flow: http.HTTPFlow, message: str) -> None:
         record = self._record(flow)
@@ -726,7 +729,7 @@ class ToolId:
         if record and (record.get("request") or record.get("response")):
             self._comment(flow)
             # the change line only: the pairing lines were logged as a warning (_pairing)
-            self._log_change(flow.comment.split("\n", 1)[0], _where(flow))
+            self._log_change(flow.comment.partition("\n")[0], _where(flow))
 
     def _log_change(self, comment: str, where: _Where, detail: str = "") -> None:
         """Log one flow's change line (INFO): its comment and request. In mitmproxy's event
@@ -755,6 +758,48 @@ def _signed(flow: http.HTTPFlow) -> bool:
     return isinstance(record, dict) and "signed" in record
 
 
+class _MessageHeaders:
+    """The few headers toolid reads of one message, found in one pass over its fields
+    (mitmproxy's public ``Headers.fields``): each ``Headers.get`` makes a pass of its own
+    and lowers every field's name in it, and a flow takes about eight (see
+    docs/performance.md). A value is as ``Headers.get`` gives it: a repeated header's values
+    joined with ", "."""
+
+    __slots__ = ("content_encoding", "content_type", "signing", "transfer_encoding")
+
+    def __init__(self, headers: http.Headers, *, signing: bool = False) -> None:
+        values: dict[bytes, str] = {}
+        #: With ``signing``, the headers that may sign the request (``signing.HEADERS``), in
+        #: their order, as ``signing.signature_of`` takes them.
+        self.signing: list[tuple[str, str]] = []
+        for name, value in headers.fields:
+            lowered = name.lower()
+            if lowered in _BODY_HEADERS:
+                text = value.decode("utf-8", "surrogateescape")  # as mitmproxy decodes it
+                values[lowered] = f"{values[lowered]}, {text}" if lowered in values else text
+            elif signing and lowered in _SIGNING_HEADERS:
+                self.signing.append((lowered.decode(), value.decode("utf-8", "surrogateescape")))
+        self.content_type = values.get(b"content-type")
+        self.content_encoding = values.get(b"content-encoding")
+        self.transfer_encoding = b"transfer-encoding" in values
+
+
+_BODY_HEADERS = frozenset({b"content-type", b"content-encoding", b"transfer-encoding"})
+_SIGNING_HEADERS = frozenset(name.encode() for name in signing.HEADERS)
+
+
+def _set_body(message: http.Message, headers: _MessageHeaders, body: bytes) -> None:
+    """``message.content = body``: without a content-encoding, as mitmproxy's ``set_content``
+    does it (the body as it is, its content-length unless there is a transfer-encoding),
+    without reading the headers again."""
+    if headers.content_encoding:
+        message.content = body
+        return
+    message.raw_content = body
+    if not headers.transfer_encoding:
+        message.headers["content-length"] = str(len(body))
+
+
 def _is_json(content_type: str) -> bool:
     return "json" in content_type.lower()
 
@@ -778,6 +823,8 @@ def _description(where: _Where) -> str:
     method, host, path = where
     path_only = path.decode("utf-8", "surrogateescape").split("?", 1)[0]
     text = f"{method.decode('utf-8', 'surrogateescape').upper()} {host}{path_only}"
+    if text.isascii():
+        return text
     return text.encode("utf-8", "backslashreplace").decode("utf-8")  # undecodable path bytes
 
 

@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pytest
-from mitmproxy import exceptions
+from hypothesis import given
+from hypothesis import strategies as st
+from mitmproxy import exceptions, http
 from mitmproxy.addons import next_layer
 from mitmproxy.test import taddons, tflow
 
@@ -177,6 +179,53 @@ def test_compressed_response_is_rewritten_and_recompressed(addon):
     toolid.response(flow)
     assert flow.response.headers["content-encoding"] == "gzip"
     assert CLIENT.encode() in gzip.decompress(flow.response.raw_content)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [],
+        [(b"Transfer-Encoding", b"chunked")],
+        [(b"Content-Encoding", b"gzip")],
+        [(b"content-encoding", b"identity")],
+        [(b"Content-Length", b"1"), (b"content-length", b"2")],
+    ],
+)
+def test_a_rewritten_body_gets_the_headers_set_content_gives(addon, headers):
+    """The addon puts a new body in as mitmproxy's ``message.content = ...`` would."""
+    toolid, _ = addon
+    flow = response_flow(b"")
+    flow.response.headers.fields = (*flow.response.headers.fields, *headers)
+    flow.response.content = chat_response()
+    expected = flow.copy()
+    toolid.response(flow)
+    assert expected.response is not None and flow.response is not None
+    rewritten = flow.response.get_content()
+    assert rewritten is not None and CLIENT.encode() in rewritten
+    expected.response.content = rewritten
+    assert flow.response.headers.fields == expected.response.headers.fields
+    assert flow.response.raw_content == expected.response.raw_content
+
+
+_NAMES = st.sampled_from(
+    [
+        *(b"content-type", b"Content-Type", b"CONTENT-ENCODING", b"transfer-encoding", b"x-other"),
+        *(b"Authorization", b"x-amz-content-sha256", b"Signature-Input", b"signature"),
+    ]
+)
+
+
+@given(st.lists(st.tuples(_NAMES, st.binary(max_size=8)), max_size=8))
+def test_the_headers_read_in_one_pass_are_those_headers_get_gives(fields):
+    headers = http.Headers(fields)
+    read = toolid_addon._MessageHeaders(headers, signing=True)
+    assert read.content_type == headers.get("content-type")
+    assert read.content_encoding == headers.get("content-encoding")
+    assert read.transfer_encoding == ("transfer-encoding" in headers)
+    named = toolid_addon.signing.HEADERS
+    assert read.signing == [
+        (k.lower(), v) for k, v in headers.items(multi=True) if k.lower() in named
+    ]
 
 
 @pytest.mark.parametrize("stream", [True, False])

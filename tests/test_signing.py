@@ -9,7 +9,7 @@ from botocore.credentials import Credentials
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolid.signing import signature_of
+from toolid.signing import HEADERS, signature_of
 
 CREDENTIALS = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
 URL = "https://bedrock-runtime.us-east-1.amazonaws.com/model/anthropic.claude-v2/invoke"
@@ -99,6 +99,19 @@ def test_presigned_query_strings(query, scheme):
     assert signature_of({}, query) == scheme
 
 
+@pytest.mark.parametrize(
+    ("query", "scheme"),
+    [
+        ("X-Amz-%53ignature=b", "SigV4"),  # a name spelled with an escape
+        ("x-amz-algorithm=AWS4-HMAC-SHA256", "SigV4"),
+        ("AWSAccessKeyId=AKIA&Signature", "SigV2"),  # a name without a value
+    ],
+)
+def test_presigned_names_however_spelled(query, scheme):
+    assert signature_of({}, query) == scheme
+    assert signature_of({}, "/v1/models?" + query) == scheme
+
+
 def test_query_without_signature():
     assert signature_of({}, "signature=yes") is None  # Signature alone is not SigV2
     assert signature_of({}, "/a?b=c&d") is None
@@ -112,6 +125,23 @@ def test_query_without_signature():
 def test_never_raises(headers, query):
     result = signature_of(headers, query)
     assert result is None or isinstance(result, str)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([*HEADERS, "Authorization", "content-type", "x-api-key", "Signature"]),
+            st.sampled_from(
+                ["AWS4-HMAC-SHA256 Credential=a", "Bearer k", "keyId=a", EMPTY_SHA256, "x"]
+            ),
+        ),
+        max_size=5,
+    )
+)
+def test_only_the_named_headers_count(headers):
+    """A caller may pass only ``HEADERS``: the other headers never change the answer."""
+    named = [(name, value) for name, value in headers if name.lower() in HEADERS]
+    assert signature_of(named) == signature_of(headers)
 
 
 def test_real_signature_is_recognised_for_any_body():

@@ -276,8 +276,8 @@ class Destinations:
         """``choose`` for a request, with the model it names (``model_of``). Where the host
         decides whatever the model (a host rule covers it, and there are no user model
         rules: api.anthropic.com, say), the body is not read at all."""
+        route = path.split("?", 1)[0]
         if not self.model_rules:
-            route = path.split("?", 1)[0]
             key = (host, port, route)
             if key in self._by_host:
                 by_host = self._by_host[key]
@@ -289,8 +289,8 @@ class Destinations:
                 )
             if by_host is not None:
                 return by_host
-        model = model_of(content, path)
-        return self.choose(host, port, path, model[:_MATCHED_MODEL] if model else model)
+        model = model_of(content, route)
+        return self.choose(host, port, route, model[:_MATCHED_MODEL] if model else model)
 
 
 # --- reading the model -------------------------------------------------------------------------
@@ -332,8 +332,10 @@ def model_in_path(path: str) -> str | None:
 # inside a string: a quote inside a string is escaped, so "model" followed by a quote cannot
 # be spelled there. Its depth decides whether it is the top-level one.
 _MODEL_KEY: Final = b'"model"'
-_MODEL_MEMBER: Final = re.compile(rb'"model"\s*:\s*"')
-_STRING_REST: Final = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # after the opening "
+# Its string's literal is group 1 (no match: the string is not terminated, not JSON).
+_MODEL_MEMBER: Final = re.compile(rb'"model"\s*:\s*"([^"\\]*(?:\\.[^"\\]*)*)"', re.DOTALL)
+# The same member first in the body's object, where most agents and SDKs put it.
+_FIRST_MEMBER: Final = re.compile(rb"\s*\{\s*" + _MODEL_MEMBER.pattern, re.DOTALL)
 _STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _HEAD: Final = 512  # bytes searched first: most agents and SDKs put the model first
 _COUNTED: Final = 4096  # the largest side of a member whose brackets are counted, not parsed
@@ -353,10 +355,13 @@ def model_in_body(content: bytes) -> str | None:
     brackets on the member's shorter side or a parse of what follows it (``is_top_level``);
     the whole body is parsed only when neither tells (both sides long, the shorter before it,
     or a nested member found)."""
-    member = model_member(content)
-    if member is None:
+    if (first := _FIRST_MEMBER.match(content)) is not None:
+        return _string_value(first[1])  # the top-level object's first member: no doubt
+    found = _model_member(content)
+    if found is None:
         return None
-    if is_top_level(content, member):
+    member, top_level = found
+    if top_level:
         return member.value
     return _parsed_model(content)  # not the top-level one (another may be), or cannot tell
 
@@ -375,29 +380,30 @@ def model_member(content: bytes) -> Member | None:
     the first in the body's first bytes, else the last in the body (an SDK that puts the
     model after the messages puts only its other parameters after it). Not yet verified to be
     top-level (``is_top_level``)."""
+    found = _model_member(content)
+    return None if found is None else found[0]
+
+
+def _model_member(content: bytes) -> tuple[Member, bool | None] | None:
+    """``model_member``, and ``is_top_level`` of it."""
     at = content.find(_MODEL_KEY, 0, _HEAD)
     while at >= 0:
         if (member := _member_at(content, at)) is not None:
             if is_top_level(content, member):
-                return member
+                return member, True
             break
         at = content.find(_MODEL_KEY, at + 1, _HEAD)
     at = content.rfind(_MODEL_KEY)
     while at >= 0:
         if (member := _member_at(content, at)) is not None:
-            return member
+            return member, is_top_level(content, member)
         at = content.rfind(_MODEL_KEY, 0, at)
     return None
 
 
 def _member_at(content: bytes, at: int) -> Member | None:
     match = _MODEL_MEMBER.match(content, at)
-    if match is None:
-        return None
-    end = _STRING_REST.match(content, match.end())
-    if end is None:
-        return None  # an unterminated string: not JSON
-    return Member(_string_value(content[match.end() : end.end() - 1]), at, end.end())
+    return None if match is None else Member(_string_value(match[1]), at, match.end())
 
 
 def is_top_level(content: bytes, member: Member) -> bool | None:
@@ -408,7 +414,9 @@ def is_top_level(content: bytes, member: Member) -> bool | None:
     before, after = member.start, len(content) - member.end
     if min(before, after) <= _COUNTED:
         if before <= after:
-            head = _STRING.sub(b"", content[:before])
+            head = content[:before]
+            if b'"' in head:
+                head = _STRING.sub(b"", head)
             return head.lstrip().startswith(b"{") and _balance(head) == 1
         return _balance(_STRING.sub(b"", content[member.end :])) == -1
     if after < before:  # a top-level member: what follows it is "[, members]}"

@@ -103,33 +103,42 @@ def summary(records: Iterable[Mapping[str, Any]], observe: bool = False) -> str:
     """
     records = records if isinstance(records, list) else list(records)
     actions = list(map(_action, records))  # at C speed: a history has a thousand records
-    counts = {action: actions.count(action) for action in set(actions)}
-    # The first few distinct ids of each action, and text for those only.
-    firsts: dict[str, dict[tuple[Any, ...], Mapping[str, Any]]] = {a: {} for a in counts}
-    wanting = len(counts)
-    for action, record in zip(actions, records, strict=True):
-        first = firsts[action]
-        if len(first) <= _EXAMPLES:
-            first.setdefault(_identity(record), record)
-            if len(first) > _EXAMPLES:
-                wanting -= 1
-                if not wanting:
-                    break
+    present = set(actions)
     words = _OBSERVED if observe else _VERBS
     parts = []
-    for action in ("restored", "encoded", "kept", "mapped"):
-        if action not in counts:
+    for action in _ACTIONS:
+        if action not in present:
             continue
-        distinct = list(firsts[action].values())
-        pairs = [_pair(record) for record in distinct[:_EXAMPLES]]
-        shown = ", ".join(pairs) + (", ..." if len(distinct) > _EXAMPLES else "")
+        alone = len(present) == 1  # every record is of this action (one side's, mostly)
+        count = len(actions) if alone else actions.count(action)
+        distinct = _distinct(records, None if alone else actions, action)
+        shown = [_pair(record) for record in distinct[:_EXAMPLES]]
+        if len(distinct) > _EXAMPLES:
+            shown.append("...")
         verb = words[action]
-        counted = f"{verb} {counts[action]}" if observe else f"{counts[action]} {verb}"
-        parts.append(f"{counted} ({shown})")
+        counted = f"{verb} {count}" if observe else f"{count} {verb}"
+        parts.append(f"{counted} ({', '.join(shown)})")
     return "; ".join(parts)
 
 
+_ACTIONS: Final = ("restored", "encoded", "kept", "mapped")  # in the order a summary names them
 _action = itemgetter("action")
+
+
+def _distinct(
+    records: list[Mapping[str, Any]], actions: list[str] | None, action: str
+) -> list[Mapping[str, Any]]:
+    """The first records of ``action`` (each record's action in ``actions``; None: all are
+    of it) that differ in what a summary shows of them, one more than it shows if there are.
+    A side's records of one action are mostly together: the search starts at the first."""
+    distinct: dict[tuple[Any, ...], Mapping[str, Any]] = {}
+    for at in range(0 if actions is None else actions.index(action), len(records)):
+        if actions is None or actions[at] == action:
+            record = records[at]
+            distinct.setdefault(_identity(record), record)
+            if len(distinct) > _EXAMPLES:
+                break
+    return list(distinct.values())
 
 
 def _identity(record: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -144,10 +153,14 @@ def _identity(record: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def _pair(record: Mapping[str, Any]) -> str:
-    raw, client = show(record["raw"]), show(record["client"])
-    if record["action"] == "mapped":
+    action = record["action"]
+    # An encoded id is the codec's, of [A-Za-z0-9_-]: shown as it is.
+    raw, client = show(record["raw"]), record["client"]
+    if action != "encoded":
+        client = show(client)
+    if action == "mapped":
         why = f" ({record['why']})" if record.get("why") else ""  # made printable already
         return f"{client} -> {show(record.get('sent', ''))} for {record.get('rules', '?')}{why}"
-    pair = f"{raw} -> {client}" if record["action"] == "encoded" else f"{client} -> {raw}"
-    tagged = use_of(record["client"])
+    pair = f"{raw} -> {client}" if action == "encoded" else f"{client} -> {raw}"
+    tagged = use_of(record["client"])  # None at once for an id without a tag
     return f"{pair}, {tagged}" if tagged else pair

@@ -50,6 +50,12 @@ _UNHASHED_PAYLOAD: Final = frozenset(
 
 type Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 
+#: The headers ``signature_of`` reads (lower case): a request with none of them is signed, if
+#: at all, in its query string. A caller may pass only these.
+HEADERS: Final = frozenset(
+    {"authorization", "x-amz-content-sha256", "signature-input", "signature"}
+)
+
 
 def signature_of(headers: Headers, query: str = "") -> str | None:
     """The scheme of the signature a request carries over its bytes, or None.
@@ -92,6 +98,11 @@ def _presigned(query: str) -> str | None:
     if "?" in query:
         query = query.split("?", 1)[1]
     if not query:
+        return None
+    lowered = query.lower()
+    # Every presigned parameter's name holds one of these words: a query string without them
+    # (and without a %-escape, which could spell them) has none of those parameters.
+    if "signature" not in lowered and "algorithm" not in lowered and "%" not in lowered:
         return None
     names = {name.lower() for name, _ in parse_qsl(query, keep_blank_values=True)}
     for name, scheme in _PRESIGNED:

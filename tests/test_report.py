@@ -1,0 +1,83 @@
+"""toolid.report: the records and one-line summaries of what toolid changed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from toolid import encode, report
+from toolid.body import Change
+
+ACTIONS = ("restored", "encoded", "kept", "mapped")
+
+
+def reference_summary(records: list[Mapping[str, Any]], observe: bool) -> str:
+    """The summary as its docstring says it: per action, in the order above, the count, then
+    the first two records that differ in what is shown, ``...`` when there are more."""
+    words = report._OBSERVED if observe else report._VERBS
+    parts = []
+    for action in ACTIONS:
+        of_action = [record for record in records if record["action"] == action]
+        if not of_action:
+            continue
+        distinct: dict[tuple[Any, ...], Mapping[str, Any]] = {}
+        for record in of_action:
+            key = tuple(record.get(name) for name in ("raw", "client", "sent", "rules", "why"))
+            distinct.setdefault(key, record)
+        shown = ", ".join(report._pair(record) for record in list(distinct.values())[:2])
+        shown += ", ..." if len(distinct) > 2 else ""
+        count = len(of_action)
+        counted = f"{words[action]} {count}" if observe else f"{count} {words[action]}"
+        parts.append(f"{counted} ({shown})")
+    return "; ".join(parts)
+
+
+_IDS = st.sampled_from(["functions.get_weather:0", "toolu_01", "a b", "", "call_1"])
+_CHANGES = st.builds(
+    lambda raw, action, tag, rules: Change(
+        f"messages[{tag}].id",
+        raw,
+        encode(raw, "safe", tag) if action != "kept" else raw,
+        action,
+        "aB3dE5fG7" if action == "mapped" else "",
+        rules if action in ("mapped", "kept") else "",
+    ),
+    _IDS,
+    st.sampled_from(ACTIONS),
+    st.integers(1, 3),
+    st.sampled_from(["", "mistral"]),
+)
+
+
+@given(st.lists(_CHANGES, max_size=12), st.booleans(), st.sampled_from(["", "model m"]))
+def test_summary_is_the_reference_summary(changes, observe, why):
+    records = report.as_records(changes)
+    report.add_why(records, why)
+    assert report.summary(records, observe) == reference_summary(records, observe)
+    assert report.summary(iter(records), observe) == reference_summary(records, observe)
+
+
+def test_a_summary_names_each_action_once_in_order():
+    records = report.as_records(
+        [
+            Change("a", "x:1", encode("x:1"), "encoded"),
+            Change("b", "y", "y", "restored"),
+            Change("c", "x:2", encode("x:2"), "encoded"),
+            Change("d", "x:3", encode("x:3"), "encoded"),
+            Change("e", "x:1", encode("x:1"), "encoded"),
+        ]
+    )
+    assert report.summary(records) == (
+        "1 restored (y -> y); 4 encoded (x:1 -> tid1_x-3A1, x:2 -> tid1_x-3A2, ...)"
+    )
+    assert report.summary(records, observe=True).startswith("would restore 1 (y -> y); ")
+
+
+@given(st.text(max_size=40), st.sampled_from(["safe", "call"]), st.integers(1, 5))
+def test_an_encoded_id_is_shown_as_it_is(raw, profile, occurrence):
+    """What a summary relies on to show an encoded id without checking it."""
+    client = encode(raw, profile, occurrence)
+    assert report.show(client) == client
