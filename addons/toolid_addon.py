@@ -503,15 +503,11 @@ class ToolId:
         The request goes on as it is (ids restored as always): toolid never adds or drops a
         call, and the upstream's answer then has its explanation beside it.
 
-        A long history costs about as much to check as to restore, so in mitmproxy's event
-        loop the check runs at its next turn, while the request is on its way: the
-        upstream's think time hides it. Elsewhere (a script, a test) it runs at once."""
-        try:
-            asyncio.get_running_loop().call_soon(self._pairing, flow, result)
-        except RuntimeError:  # no event loop
-            self._pairing(flow, result)
-
-    def _pairing(self, flow: http.HTTPFlow, result: Rewritten) -> None:
+        The check reads what restoring read (``Rewritten.pairing_problems``) and runs at once,
+        under the same hold on the collector: nothing it reads outlives the hook. (Run at the
+        loop's next turn instead, what it reads of a long history lived into the collector's
+        next pass, which cost more than the under a millisecond the check takes on a 1 MiB
+        history: docs/performance.md.)"""
         try:
             with collector_deferred():
                 problems = result.pairing_problems()
@@ -523,7 +519,7 @@ class ToolId:
             count = f"{len(lines)} pairing problem{'s' if len(lines) != 1 else ''}"
             logger.warning(f"toolid: {_describe(flow)}: {count}: " + "; ".join(lines))
             self._comment(flow)
-        except Exception as exc:  # a bug here must not cost the request, nor reach the loop
+        except Exception as exc:  # a bug here must not cost the request
             self._problem(flow, f"pairing not checked: unexpected error {exc!r}")
 
     def _rewrite_response(self, flow: http.HTTPFlow, response: http.Response) -> None:
@@ -728,7 +724,7 @@ class ToolId:
         record = flow.metadata.get("toolid")
         if record and (record.get("request") or record.get("response")):
             self._comment(flow)
-            # the change line only: the pairing lines were logged as a warning (_pairing)
+            # the change line only: the pairing lines were logged as a warning (_check_pairing)
             self._log_change(flow.comment.partition("\n")[0], _where(flow))
 
     def _log_change(self, comment: str, where: _Where, detail: str = "") -> None:
