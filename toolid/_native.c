@@ -426,6 +426,7 @@ typedef struct {
     Py_ssize_t size;
     long long numbers[MAX_NUMBERS];
     PyObject *found; /* a list of (start, end, slot, call, path, holder type) */
+    PyObject *type;  /* the last holder type made (NULL: none yet) */
 } Walk;
 
 /* Add text[:size] to the path: 1, or 0 (too long: not vouched; the caller restores it). */
@@ -442,13 +443,16 @@ static int push_key(Walk *w, PyObject *key) {
     return text == NULL ? -1 : (w->size == 0 || push(w, ".", 1)) && push(w, text, size);
 }
 
-/* Add "[index]" and, numbered, the element's number: 1, or 0 (too long, too deep). */
+/* Add "[index]" (index >= 0; no snprintf: it cost a twentieth) and, numbered, the element's
+ * number: 1, or 0 (too long, too deep). */
 static int push_index(Walk *w, Py_ssize_t index, long long number) {
-    char digits[24];
-    int size = snprintf(digits, sizeof digits, "[%zd]", index);
+    char text[24], *at = text + sizeof text;
+    *--at = ']';
+    do *--at = (char)('0' + index % 10); while ((index /= 10) > 0);
+    *--at = '[';
     if (w->numbered && w->count >= MAX_NUMBERS) return 0;
     if (w->numbered) w->numbers[w->count++] = number;
-    return size > 0 && push(w, digits, size);
+    return push(w, at, text + sizeof text - at);
 }
 
 /* The child of an object named key (an exact str), or name (ASCII) when key is NULL; or -1. */
@@ -462,13 +466,18 @@ static int member(const Arena *a, int object, PyObject *key, const char *name) {
     return -1;
 }
 
-/* The string of an object's member "type" (a new reference), or NULL (none, or an error). */
-static PyObject *type_of(const Walk *w, int object) {
+/* The string of an object's member "type" (a new reference), or NULL (none, or an error); the
+ * walk keeps the last one it made (objects of one kind mostly follow each other). */
+static PyObject *type_of(Walk *w, int object) {
     int kind = member(w->arena, object, NULL, "type");
     const Node *n = kind >= 0 ? &w->arena->nodes[kind] : NULL; /* no escapes: the parse vouched */
     if (n == NULL || n->kind != A_STR) return NULL;
-    return PyUnicode_DecodeUTF8((const char *)w->buffer + n->start + 1, n->end - n->start - 2,
-                                NULL);
+    const char *bytes = (const char *)w->buffer + n->start + 1, *held;
+    Py_ssize_t size = n->end - n->start - 2, length;
+    if (!w->type || !(held = PyUnicode_AsUTF8AndSize(w->type, &length)) || length != size ||
+        memcmp(held, bytes, size) != 0)
+        Py_XSETREF(w->type, PyUnicode_DecodeUTF8(bytes, size, NULL));
+    return Py_XNewRef(w->type);
 }
 
 /* Record the id in the string node value, member key of object holder, at slot. */
@@ -494,7 +503,7 @@ static int found(Walk *w, int holder, int value, PyObject *key, PyObject *slot) 
 }
 
 /* Whether an element goes on (positions.Tree.elements: types, needs, bare): 1, 0 or -1. */
-static int admits(const Walk *w, int element, PyObject *step) {
+static int admits(Walk *w, int element, PyObject *step) {
     const Arena *a = w->arena;
     if (ITEM(step, 2) == Py_True) return 1;
     if (a->nodes[element].kind != A_OBJ) return 0;
@@ -567,7 +576,7 @@ static PyObject *ids_of(const unsigned char *b, Py_ssize_t start, Py_ssize_t end
     if (vouched) skip_ws(&s);
     if (!PyErr_Occurred() && (!vouched || s.p != s.end)) result = Py_NewRef(Py_None);
     else if (!PyErr_Occurred() && (w.found = PyList_New(0)) != NULL) {
-        w.arena = &a, w.buffer = b, w.size = 0, w.count = 0;
+        w.arena = &a, w.buffer = b, w.size = 0, w.count = 0, w.type = NULL;
         w.numbered = ITEM(table, 3) == Py_True;
         for (Py_ssize_t i = 0; i < LEN(roots) && w.count == 0; i++) { /* an event's call */
             int root = member(&a, 0, ITEM(roots, i), NULL);
@@ -577,6 +586,7 @@ static PyObject *ids_of(const unsigned char *b, Py_ssize_t start, Py_ssize_t end
         int walked = walk(&w, 0, ITEM(table, 1));
         result = walked > 0 ? Py_NewRef(w.found) : walked == 0 ? Py_NewRef(Py_None) : NULL;
         Py_DECREF(w.found);
+        Py_XDECREF(w.type);
     }
     PyMem_Free(a.nodes);
     return result;
