@@ -131,11 +131,15 @@ def decide(
                     add(found, client)
         return tuple(changes), targets
     if policy.rules is None:  # restore every encoded id
-        decode = codec.decode
+        decode, located = codec.decode, targets.spans.append
         for found in found_ids:
-            if (raw := decode(found.value)) != found.value:
-                changes.append(make(Change, (found.path, raw, found.value, "restored", "", "")))
-                add(found, raw)
+            _, _, value, path, _, _, _, span = found
+            if (raw := decode(value)) != value:
+                changes.append(make(Change, (path, raw, value, "restored", "", "")))
+                if span is not None:  # Targets.add, inline for a located literal
+                    located((span, raw))
+                else:
+                    add(found, raw)
         targets.client_ids = True  # only ids decode changes: encode made them
         return tuple(changes), targets
     # A destination with rules: each position once, in document order, so that results
