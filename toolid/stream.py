@@ -246,10 +246,12 @@ class StreamRewriter(PieceRewriter):
         joined = self._framer.join_lf(data)
         if joined is None:
             return self._skip_oversized() if len(self._framer) > self.max_event_bytes else b""
+        recorded = len(self.changes)
         try:
             out, end = self._rewrite_joined(joined)
         except Exception as exc:
             logger.debug("toolid stream rewriter failed", exc_info=True)
+            del self.changes[recorded:]  # none of them reaches the client
             return joined + self._give_up(f"unexpected error ({exc!r})")
         if end < len(joined):
             self._framer.hold(joined[end:])
