@@ -213,7 +213,6 @@ def test_the_first_call_is_not_held_back(
     handle = upstream.scenario(ids=[KIMI], pause_after_events=-1, pause_timeout=3.0)
     url = handle.prefix + f"/v1beta/models/{MODEL}:{FRAMINGS[framing]}"
     body = json.dumps(FIRST)
-    end = b"\n\n" if framing == "sse" else b"}\n,"  # what follows a complete chunk
     seen_before_rest = None
     data = b""
     with (
@@ -222,14 +221,36 @@ def test_the_first_call_is_not_held_back(
     ):
         for piece in r.iter_bytes():
             data += piece
-            at = data.find(encode(KIMI).encode())
-            if seen_before_rest is None and at >= 0 and end in data[at:]:
+            if seen_before_rest is None and call_arrived(data, framing, encode(KIMI)):
                 ex = handle.turn(1)
                 assert ex.first_part_sent.wait(5)
                 seen_before_rest = not ex.rest_sent.is_set()
                 handle.release.set()
     assert seen_before_rest, "the client got the first call only after the stand-in's rest"
     assert data == handle.turn(1).expected_client_bytes(encode)
+
+
+def call_arrived(data: bytes, framing: str, client_id: str) -> bool:
+    """Whether ``data``, a stream's start, holds the whole chunk with ``client_id``: its SSE
+    event up to the blank line, or its JSON-array element up to its closing brace (the
+    separator after it may come with the next element)."""
+    at = data.find(client_id.encode())
+    if at < 0:
+        return False
+    if framing == "sse":
+        return b"\n\n" in data[at:]
+    text, decoder = data.decode("utf-8", "replace"), json.JSONDecoder()
+    position = text.find("[") + 1
+    while True:
+        while position < len(text) and text[position] in " \t\r\n,":
+            position += 1
+        try:
+            _, end = decoder.raw_decode(text, position)
+        except ValueError:
+            return False  # the element is incomplete
+        if client_id in text[position:end]:
+            return True
+        position = end
 
 
 def test_a_gzip_json_array_stream_is_decoded_and_rewritten(
