@@ -609,23 +609,28 @@ class ToolId:
         def function(data: bytes) -> bytes | tuple[()]:
             if not current:
                 return data
+            collecting = gc.isenabled()  # collector_deferred, inline: called for every piece
+            gc.disable()
             try:
-                with collector_deferred():
-                    result = current[0].feed(data) if data else current[0].finish()
+                result = current[0].feed(data) if data else current[0].finish()
             except Exception as exc:  # it never raises; should it, the piece as it came
                 self._problem(flow, f"stream rewriting failed: {exc!r}")
                 return data
+            finally:
+                if collecting:
+                    gc.enable()
             if not data:
                 current.clear()
-            try:
-                pending.extend(result.changes)
-                if not data or len(pending) >= DRAIN_EVERY:
-                    self._note(flow, "response", pending)
-                    pending.clear()
-                for problem in result.problems:
-                    self._problem(flow, problem)
-            except Exception as exc:  # never let an exception reach mitmproxy's loop
-                self._problem(flow, f"stream rewriting failed: {exc!r}")
+            if result.changes or result.problems or not data:
+                try:
+                    pending.extend(result.changes)
+                    if not data or len(pending) >= DRAIN_EVERY:
+                        self._note(flow, "response", pending)
+                        pending.clear()
+                    for problem in result.problems:
+                        self._problem(flow, problem)
+                except Exception as exc:  # never let an exception reach mitmproxy's loop
+                    self._problem(flow, f"stream rewriting failed: {exc!r}")
             if observe:
                 return data
             return result.body if (result.body or not data) else ()

@@ -188,8 +188,9 @@ class StreamRewriter(PieceRewriter):
         self._skipping = False  # inside an oversized event: forward as it comes
 
     def _frame(self, data: bytes) -> bytes:
+        held = len(self._framer)
         if (
-            not len(self._framer)
+            not held
             and not self._skipping
             and self.api is not None
             and len(data) <= self.max_event_bytes  # else an event in it may be oversized
@@ -199,7 +200,7 @@ class StreamRewriter(PieceRewriter):
             # Whole events, none of which can hold an id: the common case, at byte-search cost.
             self._at_start = False
             return data
-        if self._located_in_pieces(data):
+        if self._located_in_pieces(data, held):
             return self._frame_located(data)
         # Encoding, an event in which the markers find nothing has nothing to change
         # (``body.may_change``): only the events around the hits are framed and looked at.
@@ -221,18 +222,19 @@ class StreamRewriter(PieceRewriter):
         data, unmarked = piece
         return self._unmarked(data) if unmarked else self._event(data)
 
-    def _located_in_pieces(self, data: bytes) -> bool:
+    def _located_in_pieces(self, data: bytes, held: int) -> bool:
         """Whether ``locate.events`` may frame ``data`` and locate its ids: encoding a known
         API, every line ending an LF so far and in ``data``, no event it completes or holds
-        larger than ``max_event_bytes``, and (at the stream's start) no byte order mark."""
+        (with the ``held`` bytes before it) larger than ``max_event_bytes``, and (at the
+        stream's start) no byte order mark."""
         return (
-            len(self._framer) + len(data) <= self.max_event_bytes
-            and self._encodes
+            self._encodes
             and self._markers is not None
             and not self._skipping
+            and held + len(data) <= self.max_event_bytes
             and self._framer.lf_only
+            and not (self._at_start and (held or BOM.startswith(data[: len(BOM)])))
             and b"\r" not in data
-            and not (self._at_start and (len(self._framer) or BOM.startswith(data[: len(BOM)])))
         )
 
     def _frame_located(self, data: bytes) -> bytes:
@@ -243,29 +245,36 @@ class StreamRewriter(PieceRewriter):
         events between two others are decided together and spliced in at once. The same
         bytes and changes as ``_frame``."""
         self._at_start = False  # no byte order mark opens the stream: nothing to skip
-        joined = self._framer.join_lf(data)
+        framer = self._framer
+        joined = framer.join_lf(data)
         if joined is None:
-            return self._skip_oversized() if len(self._framer) > self.max_event_bytes else b""
+            return self._skip_oversized() if len(framer) > self.max_event_bytes else b""
+        assert self._markers is not None and self.api is not None
         recorded = len(self.changes)
         try:
-            out, end = self._rewrite_joined(joined)
+            end, ids, unread = locate.events(
+                joined, self._markers, self.max_event_bytes, self.api, self._may_change
+            )
+            # Most pieces have no marker: nothing to rewrite.
+            out = self._rewrite_events(joined, ids, unread) if ids or unread else joined
         except Exception as exc:
             logger.debug("toolid stream rewriter failed", exc_info=True)
             del self.changes[recorded:]  # none of them reaches the client
             return joined + self._give_up(f"unexpected error ({exc!r})")
-        if end < len(joined):
-            self._framer.hold(joined[end:])
-            if len(self._framer) > self.max_event_bytes:
-                return out + self._skip_oversized()
+        if end == len(joined):
+            return out
+        # The start of an incomplete event (no edit is in it): held.
+        framer.hold(joined[end:])
+        out = out[: end - len(joined)]
+        if len(framer) > self.max_event_bytes:
+            return out + self._skip_oversized()
         return out
 
-    def _rewrite_joined(self, joined: bytes) -> tuple[bytes, int]:
-        """The whole events of ``joined`` (from an event's first byte) rewritten, and where
-        they end (``_frame_located``)."""
-        assert self._markers is not None and self.api is not None
-        end, ids, unread = locate.events(
-            joined, self._markers, self.max_event_bytes, self.api, self._may_change
-        )
+    def _rewrite_events(
+        self, joined: bytes, ids: list[Found], unread: list[tuple[int, int, int]]
+    ) -> bytes:
+        """``joined`` with the located ``ids`` and the ``unread`` events (read whole, after
+        the ids before each) rewritten (``_frame_located``)."""
         edits: list[Edit] = []
         decided = 0  # the ids decided so far
         for start, stop, before in unread:  # an event to read whole, after the ids before it
@@ -276,10 +285,7 @@ class StreamRewriter(PieceRewriter):
             if rewritten is not event:
                 edits.append(Edit(start, stop, rewritten))
         self._decide(ids[decided:] if decided else ids, edits)
-        tail = len(joined) - end  # the start of an incomplete event: no edit is in it
-        if edits:
-            joined = body.apply(joined, edits)
-        return (joined[:-tail] if tail else joined), end
+        return body.apply(joined, edits) if edits else joined
 
     def _may_change(self, document: bytes) -> bool:
         """``body.may_change`` of the data of an event in which a marker was found."""
