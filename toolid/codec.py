@@ -84,6 +84,7 @@ def profile_of(client_id: str) -> Profile | None:
     return None
 
 
+@functools.lru_cache(maxsize=65536)  # pure; a history restores each id again every turn
 def decode(client_id: str) -> str:
     """Return the raw id inside ``client_id`` (tagged or not); anything not made by encode
     comes back as is.

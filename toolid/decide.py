@@ -16,12 +16,11 @@ Nothing here reads bytes; ``locate`` says where the literals are and ``edit`` ch
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from toolid import codec
-from toolid.edit import literal_of, plain_literal
+from toolid.edit import Edit, literal_of, plain_literal
 from toolid.occurrence import CallIds
 from toolid.positions import CALLS_BY_MENTION, DEFINES, REFERS, Api, Call, Found, path_order
 from toolid.rules import RuleSet, assign
@@ -63,30 +62,25 @@ type Member = tuple[int, str] | tuple[int, int]  # one id position: (id(holder),
 
 class Targets:
     """The id positions whose value changes, each once: where the native parser located it,
-    the span of its literal with the new value (``spans``); else its holder, key, old and new
-    value (``members``: found in a parsed document, to be located in the bytes)."""
+    the edit of its literal (``edits``, in the order decided); else its holder, key, old and
+    new value (``members``: found in a parsed document, to be located in the bytes)."""
 
-    __slots__ = ("client_ids", "members", "new", "plain", "spans")
+    __slots__ = ("client_ids", "edits", "members", "new")
 
     def __init__(self) -> None:  # made for every document rewritten: kept plain and quick
         self.new: dict[Member, str] = {}
         self.members: list[tuple[dict[str, Any], str, str, str]] = []
-        self.spans: list[tuple[tuple[int, int], str]] = []
+        self.edits: list[Edit] = []
         self.client_ids = False  # every old value is a client id made by the codec
-        self.plain = False  # every new value is spelled [A-Za-z0-9_-] (a client id)
-
-    def literal(self) -> Callable[[str], bytes]:
-        """How the new values are spelled as JSON string literals (``edit.literal_of``, or
-        ``edit.plain_literal`` for new values that need no escape)."""
-        return plain_literal if self.plain else literal_of
 
     def __bool__(self) -> bool:
-        return bool(self.spans or self.members)
+        return bool(self.edits or self.members)
 
     def add(self, found: Found, new: str) -> None:
         span = found.span
         if span is not None:  # a located literal: the parser reports each once
-            self.spans.append((span, new))
+            start, end = span
+            self.edits.append(tuple.__new__(Edit, (start, end, literal_of(new))))
             return
         member = (id(found.holder), found.key)
         if member not in self.new:
@@ -118,26 +112,27 @@ def decide(
         define, refer = calls.define, calls.refer
         if api in CALLS_BY_MENTION:  # every definition is a call of its own
             define = calls.define_alone
-        targets.plain = True  # client ids, or raw ids that pass as they are
-        located = targets.spans.append
+        located = targets.edits.append
         for found in found_ids:  # per id: CallIds.client_id, inline
             _, key, value, path, role, call, _, span = found
             client = define(call, key, value) if role is DEFINES else refer(call, value)
             if client != value:
                 changes.append(make(Change, (path, value, client, "encoded", "", "")))
                 if span is not None:  # Targets.add, inline for a located literal
-                    located((span, client))
+                    start, end = span  # a client id needs no escape: ``plain_literal``
+                    located(make(Edit, (start, end, plain_literal(client))))
                 else:
                     add(found, client)
         return tuple(changes), targets
     if policy.rules is None:  # restore every encoded id
-        decode, located = codec.decode, targets.spans.append
+        decode, located = codec.decode, targets.edits.append
         for found in found_ids:
             _, _, value, path, _, _, _, span = found
             if (raw := decode(value)) != value:
                 changes.append(make(Change, (path, raw, value, "restored", "", "")))
                 if span is not None:  # Targets.add, inline for a located literal
-                    located((span, raw))
+                    start, end = span
+                    located(make(Edit, (start, end, literal_of(raw))))
                 else:
                     add(found, raw)
         targets.client_ids = True  # only ids decode changes: encode made them

@@ -57,8 +57,7 @@ class Located(NamedTuple):  # made for every document read: a tuple is quickest 
         if not targets:
             return ()
         if self.document is None:  # every id's span is known
-            make, literal = tuple.__new__, targets.literal()  # no NamedTuple __new__ per id
-            spliced = [make(Edit, (*span, literal(new))) for span, new in targets.spans]
+            spliced = targets.edits
             if len(spliced) > 1:
                 spliced.sort()
             return tuple(spliced)

@@ -299,8 +299,7 @@ class StreamRewriter(PieceRewriter):
         assert self.api is not None
         changes, targets = decide(batch, self.api, self.policy, self.calls, in_call_order=True)
         self.changes.extend(changes)
-        make, literal = tuple.__new__, targets.literal()  # no NamedTuple __new__ per id
-        located = [make(Edit, (start, end, literal(new))) for (start, end), new in targets.spans]
+        located = targets.edits
         if len(located) > 1:
             located.sort()
         edits.extend(located)
