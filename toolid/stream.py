@@ -249,9 +249,9 @@ class StreamRewriter(PieceRewriter):
         joined = framer.join_lf(data)
         if joined is None:
             return self._skip_oversized() if len(framer) > self.max_event_bytes else b""
-        assert self._markers is not None and self.api is not None
         recorded = len(self.changes)
         try:
+            assert self._markers is not None and self.api is not None  # _located_in_pieces
             end, ids, unread = locate.events(
                 joined, self._markers, self.max_event_bytes, self.api, self._may_change
             )
