@@ -88,24 +88,22 @@ def _command(name: str) -> Callable[[_Command], _Command]:
     return cast(Callable[[_Command], _Command], command.command(name))
 
 
-class collector_deferred:  # lower case: used as a function is, with collector_deferred():
-    """Hold Python's cyclic garbage collector off while toolid rewrites one body, message or
-    piece. The rewrite makes thousands of small acyclic objects that reference counting frees
-    as it returns; a collection in the middle would find them alive, move them to older
-    generations and so, every few dozen requests, start a full collection over all of
-    mitmproxy's heap (tens of milliseconds each; see docs/performance.md). Deferred, the
-    collector runs after, when they are gone. A collector the user turned off stays off.
-    A class, not a generator: it is entered for every piece of every stream."""
-
-    __slots__ = ("_enabled",)
-
-    def __enter__(self) -> None:
-        self._enabled = gc.isenabled()
-        if self._enabled:
-            gc.disable()
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._enabled:
+def collector_deferred[**Args, Result](
+    work: Callable[Args, Result], *args: Args.args, **kwargs: Args.kwargs
+) -> Result:
+    """``work(*args, **kwargs)`` with Python's cyclic garbage collector held off. A rewrite of
+    one body, message or piece makes thousands of small acyclic objects that reference
+    counting frees as it returns; a collection in the middle would find them alive, move them
+    to older generations and so, every few dozen requests, start a full collection over all
+    of mitmproxy's heap (tens of milliseconds each; see docs/performance.md). Deferred, the
+    collector runs after, when they are gone. A collector the user turned off stays off. A
+    function, not a context manager: it is called for every piece of every stream."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return work(*args, **kwargs)
+    finally:
+        if enabled:
             gc.enable()
 
 
@@ -317,8 +315,7 @@ class ToolId:
             self._problem(flow, f"request left unchanged: unexpected error {exc!r}")
             return
         try:
-            with collector_deferred():
-                self._rewrite_request(flow, headers)
+            collector_deferred(self._rewrite_request, flow, headers)
         except Exception as exc:
             self._problem(flow, f"request left unchanged: unexpected error {exc!r}")
 
@@ -347,8 +344,7 @@ class ToolId:
             return
         try:
             if not flow.response.stream:
-                with collector_deferred():
-                    self._rewrite_response(flow, flow.response)
+                collector_deferred(self._rewrite_response, flow, flow.response)
             elif not self._record(flow).get("streamed"):
                 self._problem(flow, "response was streamed by another option; ids not rewritten")
         except Exception as exc:
@@ -408,8 +404,7 @@ class ToolId:
             return
         number = len(flow.websocket.messages)
         try:
-            with collector_deferred():
-                self._rewrite_message(flow, socket, message, number)
+            collector_deferred(self._rewrite_message, flow, socket, message, number)
         except Exception as exc:
             self._problem(flow, f"message {number} left unchanged: unexpected error {exc!r}")
 
@@ -504,13 +499,12 @@ class ToolId:
         call, and the upstream's answer then has its explanation beside it.
 
         The check reads what restoring read (``Rewritten.pairing_problems``) and runs at once,
-        under the same hold on the collector: nothing it reads outlives the hook. (Run at the
-        loop's next turn instead, what it reads of a long history lived into the collector's
-        next pass, which cost more than the under a millisecond the check takes on a 1 MiB
-        history: docs/performance.md.)"""
+        inside the request hook's hold on the collector (``collector_deferred``): nothing it
+        reads outlives the hook. (Run at the loop's next turn instead, what it reads of a long
+        history lived into the collector's next pass, which cost more than the under a
+        millisecond the check takes on a 1 MiB history: docs/performance.md.)"""
         try:
-            with collector_deferred():
-                problems = result.pairing_problems()
+            problems = result.pairing_problems()
             if not problems:
                 return
             self._record(flow)["pairing"] = [problem.record() for problem in problems]
@@ -609,16 +603,15 @@ class ToolId:
         def function(data: bytes) -> bytes | tuple[()]:
             if not current:
                 return data
-            collecting = gc.isenabled()  # collector_deferred, inline: called for every piece
-            gc.disable()
+            rewriter = current[0]
             try:
-                result = current[0].feed(data) if data else current[0].finish()
+                if data:
+                    result = collector_deferred(rewriter.feed, data)
+                else:
+                    result = collector_deferred(rewriter.finish)
             except Exception as exc:  # it never raises; should it, the piece as it came
                 self._problem(flow, f"stream rewriting failed: {exc!r}")
                 return data
-            finally:
-                if collecting:
-                    gc.enable()
             if not data:
                 current.clear()
             if result.changes or result.problems or not data:

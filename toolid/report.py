@@ -135,21 +135,12 @@ def _distinct(
     for at in range(0 if actions is None else actions.index(action), len(records)):
         if actions is None or actions[at] == action:
             record = records[at]
-            distinct.setdefault(_identity(record), record)
+            get = record.get  # what the summary text shows of it: records equal in it once
+            identity = (record["raw"], record["client"], get("sent"), get("rules"), get("why"))
+            distinct.setdefault(identity, record)
             if len(distinct) > _EXAMPLES:
                 break
     return list(distinct.values())
-
-
-def _identity(record: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What a record's summary text shows: records equal in it are shown once."""
-    return (
-        record["raw"],
-        record["client"],
-        record.get("sent"),
-        record.get("rules"),
-        record.get("why"),
-    )
 
 
 def _pair(record: Mapping[str, Any]) -> str:
@@ -162,5 +153,5 @@ def _pair(record: Mapping[str, Any]) -> str:
         why = f" ({record['why']})" if record.get("why") else ""  # made printable already
         return f"{client} -> {show(record.get('sent', ''))} for {record.get('rules', '?')}{why}"
     pair = f"{raw} -> {client}" if action == "encoded" else f"{client} -> {raw}"
-    tagged = use_of(record["client"])  # None at once for an id without a tag
+    tagged = use_of(record["client"]) if codec.TAG in record["client"] else None
     return f"{pair}, {tagged}" if tagged else pair
