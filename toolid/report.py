@@ -153,5 +153,5 @@ def _pair(record: Mapping[str, Any]) -> str:
         why = f" ({record['why']})" if record.get("why") else ""  # made printable already
         return f"{client} -> {show(record.get('sent', ''))} for {record.get('rules', '?')}{why}"
     pair = f"{raw} -> {client}" if action == "encoded" else f"{client} -> {raw}"
-    tagged = use_of(record["client"]) if codec.TAG in record["client"] else None
+    tagged = use_of(record["client"])  # None at once for an id without a tag
     return f"{pair}, {tagged}" if tagged else pair

@@ -222,11 +222,7 @@ class ResponseStream:
 
     def feed(self, piece: bytes) -> Rewritten:
         """The next piece of the body; what can be forwarded now, and what it changed."""
-        rewriter = self._rewriter
-        out = rewriter.feed(piece)
-        if not rewriter.changes and not rewriter.problems:  # most pieces: ``_taken``, inline
-            return Rewritten(out, api=rewriter.api)
-        return self._taken(out)
+        return self._taken(self._rewriter.feed(piece))
 
     def finish(self) -> Rewritten:
         """The body has ended: everything still held (an incomplete event as it came)."""

@@ -110,7 +110,7 @@ class EventFramer:
         if not self._buffer:
             return data
         if (self._buffer.endswith(b"\n") and data.startswith(b"\n")) or b"\n\n" in data:
-            joined = bytes(self._buffer) + data  # each byte copied once
+            joined = bytes(self._buffer) + data  # data copied once (a held start is mostly short)
             self._buffer.clear()
             return joined
         self._buffer += data
