@@ -13,6 +13,8 @@ Run it with ``scripts/bench`` (or ``python -m bench``); ``--help`` lists the opt
 - ``run``: the command line, both modes, the table (the TARGETS first) and the JSON report.
 - ``scaleout`` (``python -m bench.scaleout``): one proxy process against N behind HAProxy.
 - ``haproxy``: installs and runs HAProxy with ``deploy/haproxy.cfg`` (also for the e2e test).
+- ``profile`` (``python -m bench.profile``): where a proxy row's time goes inside a real
+  ``mitmdump`` (Linux ``perf``, per Python function of the addon's hooks).
 
 Nothing here asserts anything about speed; PASS/MISS next to a target is information.
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from bench import client, workloads
+from bench.profile import ROOTS, shares, stacks
 from bench.proxy import Upstream
 from bench.run import MODES, TARGET_ROWS, expected_case_ids
 
@@ -269,3 +270,33 @@ def test_proxies_are_measured_side_by_side() -> None:
         assert len(result.first_bytes) == result.requests
         pairs = zip(result.first_bytes, result.latencies, strict=True)
         assert all(0 <= first <= whole for first, whole in pairs)
+
+
+# --- bench.profile: reading perf's samples ----------------------------------------------------
+
+PERF_SCRIPT = """
+\t7f01 _PyEval_EvalFrameDefault (/usr/lib/libpython3.13.so)
+\t7f02 py::decide:/work/toolid/decide.py (/tmp/jitted-1-2.so)
+\t7f03 py::StreamRewriter._frame:/work/toolid/stream.py (/tmp/jitted-1-3.so)
+\t7f04 py::ToolId._stream_callable.<locals>.function:/work/addons/toolid_addon.py (/tmp/j.so)
+\t7f05 py::BaseEventLoop._run_once:/usr/lib/asyncio/base_events.py (/tmp/j.so)
+
+\t7f06 memmem (/usr/lib/libc.so.6)
+\t7f07 py::StreamRewriter._frame:/work/toolid/stream.py (/tmp/jitted-1-3.so)
+\t7f08 py::ToolId._stream_callable.<locals>.function:/work/addons/toolid_addon.py (/tmp/j.so)
+
+\t7f09 py::BaseEventLoop._run_once:/usr/lib/asyncio/base_events.py (/tmp/j.so)
+"""
+
+
+def test_profile_reads_each_sample_innermost_first() -> None:
+    samples = list(stacks(PERF_SCRIPT.splitlines()))
+    assert [len(frames) for frames in samples] == [5, 3, 1]
+    assert samples[1][0] == "memmem"
+
+
+def test_profile_shares_count_the_samples_inside_the_root_only() -> None:
+    count, own, within = shares(stacks(PERF_SCRIPT.splitlines()), ROOTS["stream"])
+    assert count == 2  # the event loop's own sample is outside the hook
+    assert own == {"decide": 1, "StreamRewriter._frame": 1}
+    assert within["StreamRewriter._frame"] == 2 and "BaseEventLoop._run_once" not in within

@@ -355,8 +355,10 @@ def events_looked_at(pieces: list[bytes], monkeypatch: pytest.MonkeyPatch) -> li
         seen.append(data)
         return event(self, data)
 
-    def spy_events(data: bytes, *args: Any, **kwargs: Any) -> locate.EventIds:
+    def spy_events(data: bytes, *args: Any, **kwargs: Any) -> locate.EventIds | None:
         located = events(data, *args, **kwargs)
+        if located is None:  # a CR: framed as any other data
+            return None
         before = (data.rfind(b"\n\n", 0, one.span[0]) for one in located.ids if one.span)
         starts = sorted({0 if at < 0 else at + 2 for at in before})  # the located events'
         seen.extend(data[start : data.index(b"\n\n", start) + 2] for start in starts)

@@ -83,11 +83,7 @@ static inline int plain(unsigned char c) { return c >= 0x20 && c < 0x80 && c != 
 #if defined(__GNUC__) || defined(__clang__)
 #define lowest_bit(mask) __builtin_ctz(mask)
 #else
-static inline int lowest_bit(unsigned int m) {
-    int k = 0;
-    while (!(m & 1u)) m >>= 1, k++;
-    return k;
-}
+static inline int lowest_bit(unsigned m) { int k = 0; while (!(m & 1u)) m >>= 1, k++; return k; }
 #endif
 
 /* The bytes of the 16 at p that are not plain, as a bit mask (bit k: p[k]); with SSE2 in one
@@ -133,6 +129,9 @@ static const unsigned char *utf8(const unsigned char *p, const unsigned char *en
     return p + n + 1;
 }
 
+static const unsigned char ESCAPED[256] = {/* what a backslash escapes alone */ ['"'] = 1,
+    ['\\'] = 1, ['/'] = 1, ['b'] = 1, ['f'] = 1, ['n'] = 1, ['r'] = 1, ['t'] = 1};
+
 /* The byte at *at, which is not plain, inside a string: 1 (go on, *at moved past it), 2 (the
  * string ended: s->p and s->literal_end set) or 0 (not a string this parser vouches for). */
 static inline int special(Scan *s, const unsigned char **at, int *escaped) {
@@ -149,7 +148,7 @@ static inline int special(Scan *s, const unsigned char **at, int *escaped) {
             if (end - p < 6 || !hex(p[2]) || !hex(p[3]) || !hex(p[4]) || !hex(p[5])) return 0;
             return (p[2] | 0x20) == 'd' && p[3] >= '8' ? 0 : (*at = p + 6, 1);
         }
-        return p[1] && strchr("\"\\/bfnrt", p[1]) ? (*at = p + 2, 1) : 0;
+        return ESCAPED[p[1]] ? (*at = p + 2, 1) : 0;
     }
     const unsigned char *next = *p >= 0x20 ? utf8(p, end) : NULL;
     return next ? (*at = next, 1) : 0;
@@ -480,24 +479,26 @@ static PyObject *type_of(Walk *w, int object) {
     return Py_XNewRef(w->type);
 }
 
-/* Record the id in the string node value, member key of object holder, at slot. */
+/* Record the id in the string node value, member key of object holder, at slot: its row, each
+ * item put in as made (item NULL: something failed; the row's dealloc takes what is in it). */
 static int found(Walk *w, int holder, int value, PyObject *key, PyObject *slot) {
     Py_ssize_t saved = w->size;
     int pushed = push_key(w, key);
     if (pushed <= 0) return pushed;
-    PyObject *call = PyTuple_New(w->count), *type = NULL, *row = NULL;
-    for (int i = 0; call && i < w->count; i++) {
-        PyObject *number = PyLong_FromLongLong(w->numbers[i]);
-        if (number == NULL) Py_CLEAR(call);
-        else PyTuple_SET_ITEM(call, i, number);
-    }
-    if (call && (type = type_of(w, holder)) == NULL && !PyErr_Occurred()) type = Py_NewRef(Py_None);
     const Node *n = &w->arena->nodes[value];
-    if (type) row = Py_BuildValue("(nnOOs#N)", n->start, n->end, slot, call, w->path, w->size,
-                                  type);
-    Py_XDECREF(call);
+    PyObject *row = PyTuple_New(6), *call = row ? PyTuple_New(w->count) : NULL, *item = call;
+    if (call) PyTuple_SET_ITEM(row, 3, call);
+    for (int i = 0; item && i < w->count; i++)
+        if ((item = PyLong_FromLongLong(w->numbers[i])) != NULL) PyTuple_SET_ITEM(call, i, item);
+    if (item && (item = type_of(w, holder)) == NULL && !PyErr_Occurred()) item = Py_NewRef(Py_None);
+    if (item) PyTuple_SET_ITEM(row, 5, item);
+    if (item && (item = PyLong_FromSsize_t(n->start)) != NULL) PyTuple_SET_ITEM(row, 0, item);
+    if (item && (item = PyLong_FromSsize_t(n->end)) != NULL) PyTuple_SET_ITEM(row, 1, item);
+    if (item && (item = PyUnicode_DecodeUTF8(w->path, w->size, NULL)) != NULL)
+        PyTuple_SET_ITEM(row, 4, item);
+    if (item) PyTuple_SET_ITEM(row, 2, Py_NewRef(slot));
     w->size = saved;
-    int appended = row ? PyList_Append(w->found, row) : -1;
+    int appended = item ? PyList_Append(w->found, row) : -1;
     Py_XDECREF(row);
     return appended == 0 ? 1 : -1;
 }

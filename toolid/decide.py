@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from toolid import codec
-from toolid.edit import Edit, literal_of, plain_literal
+from toolid.edit import Edit, literal_of
 from toolid.occurrence import CallIds
 from toolid.positions import CALLS_BY_MENTION, DEFINES, REFERS, Api, Call, Found, path_order
 from toolid.rules import RuleSet, assign
@@ -119,8 +119,8 @@ def decide(
             if client != value:
                 changes.append(make(Change, (path, value, client, "encoded", "", "")))
                 if span is not None:  # Targets.add, inline for a located literal
-                    start, end = span  # a client id needs no escape: ``plain_literal``
-                    located(make(Edit, (start, end, plain_literal(client))))
+                    start, end = span  # a client id ([A-Za-z0-9_-]) needs no escape
+                    located(make(Edit, (start, end, b'"' + client.encode() + b'"')))
                 else:
                     add(found, client)
         return tuple(changes), targets

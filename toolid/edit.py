@@ -56,13 +56,6 @@ _PLAIN: Final = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*')
 _SURROGATE_PAIR: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
 
-def plain_literal(value: str) -> bytes:
-    """``literal_of`` for a value that needs no escape: a client id the codec made
-    (``[A-Za-z0-9_-]``), or a raw id that passes as one. Nothing is checked or cached (a
-    stream's client ids are new at every call)."""
-    return b'"' + value.encode() + b'"'
-
-
 @functools.lru_cache(maxsize=65536)  # pure; ids recur in every turn of a conversation
 def literal_of(value: str) -> bytes:
     """``value`` as a JSON string literal. Raises RewriteError for a string JSON cannot hold

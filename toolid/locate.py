@@ -125,7 +125,8 @@ def _natively(document: bytes, api: Api, doc: Doc) -> Located | None:
         (path, keys[slot - ids], document[start + 1 : end - 1].decode())
         for start, end, slot, _, path, _ in located[cut:]
     ]
-    return Located(api, None, spanned(document, located[:cut], api, doc), True, labels)
+    found = _found_of(document, located[:cut], _rows(api, doc))  # sorted by slot above
+    return Located(api, None, found, True, labels)
 
 
 @functools.cache
@@ -149,9 +150,10 @@ class EventIds(NamedTuple):
 
 def events(
     data: bytes, markers: Markers, limit: int, api: Api, wanted: Callable[[bytes], bool]
-) -> EventIds:
+) -> EventIds | None:
     """The ids of the events of an event stream's ``data`` (from an event's first byte; line
-    endings all LF) in which ``markers`` find something.
+    endings all LF so far) in which ``markers`` find something; None when ``data`` holds a CR
+    (its line endings may not all be LF).
 
     An event's ids are located when it is one "data: " line of at most ``limit`` bytes whose
     literals are located for sure; any other event with a marker is left unread (the caller
@@ -181,6 +183,9 @@ def events(
                     alone = []
                     ids.extend(call_order(_as_found(data, spans, rows)))
             return tuple.__new__(EventIds, (end, _found_of(data, alone, rows, into=ids), unread))
+        return None  # a CR
+    if b"\r" in data:
+        return None
     end, marked = marked_events(data, 0, len(data), markers)
     for start, stop in marked:
         found = _event_ids(data, start, stop, limit=limit, api=api, wanted=wanted)

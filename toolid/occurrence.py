@@ -187,8 +187,7 @@ class CallIds:
         known = self._calls.get(mention)
         if known is not None:
             return known
-        client = self._calls[mention] = self._fresh(raw)
-        self._by_call[(call, raw)] = client
+        client = self._calls[mention] = self._by_call[(call, raw)] = self._fresh(raw)
         return client
 
     def define_alone(self, call: Call, key: str, raw: str) -> str:
@@ -198,19 +197,20 @@ class CallIds:
 
     def _fresh(self, raw: str) -> str:
         """The first client id for ``raw`` that is neither taken nor given yet, now given."""
-        occurrence = 1
         client = codec.encode(raw, self.profile)
-        taken = self._taken
+        given, taken = self._given, self._taken
         if taken is None:  # asked once: a set when the request's ids are known unparsed
             ids = self.taken.known()
             taken = self._taken = self.taken if ids is None else ids
-        while client in self._given or client in taken:
-            occurrence += 1
-            client = codec.encode(raw, self.profile, occurrence)
-        if occurrence > 1:
+        if client in given or client in taken:
+            occurrence = 2
+            while (client := codec.encode(raw, self.profile, occurrence)) in given or (
+                client in taken
+            ):
+                occurrence += 1
             self._tagged.add(raw)
         self._latest[raw] = client
-        self._given.add(client)
+        given.add(client)
         return client
 
     def refer(self, call: Call, raw: str) -> str:

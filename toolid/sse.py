@@ -103,13 +103,18 @@ class EventFramer:
         return not self._seen_cr
 
     def join_lf(self, data: bytes) -> bytes | None:
-        """For a caller that frames LF-only ``data`` itself (``lf_only``, and no CR in it):
-        the held bytes and ``data``, from the held event's first byte, when ``data``
-        completes it (or nothing is held); None when it completes nothing (then ``data`` is
-        held too). Only ``data`` is searched for the blank line that ends the held event."""
+        """For a caller that frames the bytes itself while every line ending so far is an LF
+        (``lf_only``): the held bytes and ``data``, from the held event's first byte, when
+        ``data`` may complete it or holds a CR (or nothing is held; the caller looks for a CR
+        in them); None when it completes nothing (then ``data`` is held too). Only ``data`` is
+        searched for the blank line that ends the held event."""
         if not self._buffer:
             return data
-        if (self._buffer.endswith(b"\n") and data.startswith(b"\n")) or b"\n\n" in data:
+        if (
+            (self._buffer.endswith(b"\n") and data.startswith(b"\n"))
+            or b"\n\n" in data
+            or b"\r" in data  # searched only where nothing ends: mostly a short piece
+        ):
             joined = bytes(self._buffer) + data  # data copied once (a held start is mostly short)
             self._buffer.clear()
             return joined

@@ -202,6 +202,11 @@ class StreamRewriter(PieceRewriter):
             return data
         if self._located_in_pieces(data, held):
             return self._frame_located(data)
+        return self._frame_marked(data)
+
+    def _frame_marked(self, data: bytes) -> bytes:
+        """``_frame`` for any data: framed by ``EventFramer.feed_marked``, each event with a
+        marker rewritten on its own."""
         # Encoding, an event in which the markers find nothing has nothing to change
         # (``body.may_change``): only the events around the hits are framed and looked at.
         # (Decoding, ``may_change`` looks for client ids, not markers: every event is.)
@@ -224,9 +229,9 @@ class StreamRewriter(PieceRewriter):
 
     def _located_in_pieces(self, data: bytes, held: int) -> bool:
         """Whether ``locate.events`` may frame ``data`` and locate its ids: encoding a known
-        API, every line ending an LF so far and in ``data``, no event it completes or holds
-        (with the ``held`` bytes before it) larger than ``max_event_bytes``, and (at the
-        stream's start) no byte order mark."""
+        API, every line ending an LF so far (``locate.events`` finds a CR in ``data``), no
+        event it completes or holds (with the ``held`` bytes before it) larger than
+        ``max_event_bytes``, and (at the stream's start) no byte order mark."""
         return (
             self._encodes
             and self._markers is not None
@@ -234,7 +239,6 @@ class StreamRewriter(PieceRewriter):
             and held + len(data) <= self.max_event_bytes
             and self._framer.lf_only
             and not (self._at_start and (held or BOM.startswith(data[: len(BOM)])))
-            and b"\r" not in data
         )
 
     def _frame_located(self, data: bytes) -> bytes:
@@ -243,8 +247,9 @@ class StreamRewriter(PieceRewriter):
         gives the ids of each event with a marker (when it is one "data: " line; any other
         goes to ``_event``), and the start of an incomplete event is held. The ids of the
         events between two others are decided together and spliced in at once. The same
-        bytes and changes as ``_frame``."""
-        self._at_start = False  # no byte order mark opens the stream: nothing to skip
+        bytes and changes as ``_frame``; data holding a CR goes (with what was held) to
+        ``_frame_marked``."""
+        at_start, self._at_start = self._at_start, False  # no byte order mark opens it
         framer = self._framer
         joined = framer.join_lf(data)
         if joined is None:
@@ -252,15 +257,20 @@ class StreamRewriter(PieceRewriter):
         recorded = len(self.changes)
         try:
             assert self._markers is not None and self.api is not None  # _located_in_pieces
-            end, ids, unread = locate.events(
+            located = locate.events(
                 joined, self._markers, self.max_event_bytes, self.api, self._may_change
             )
-            # Most pieces have no marker: nothing to rewrite.
-            out = self._rewrite_events(joined, ids, unread) if ids or unread else joined
+            if located is not None:
+                end, ids, unread = located
+                # Most pieces have no marker: nothing to rewrite.
+                out = self._rewrite_events(joined, ids, unread) if ids or unread else joined
         except Exception as exc:
             logger.debug("toolid stream rewriter failed", exc_info=True)
             del self.changes[recorded:]  # none of them reaches the client
             return joined + self._give_up(f"unexpected error ({exc!r})")
+        if located is None:  # a CR: line endings may not all be LF
+            self._at_start = at_start
+            return self._frame_marked(joined)
         if end == len(joined):
             return out
         # The start of an incomplete event (no edit is in it): held.
