@@ -202,12 +202,12 @@ class CallIds:
         if taken is None:  # asked once: a set when the request's ids are known unparsed
             ids = self.taken.known()
             taken = self._taken = self.taken if ids is None else ids
-        if client in given or client in taken:
+        if client in given or client in taken:  # an occurrence tag: the next free one
             occurrence = 2
-            while (client := codec.encode(raw, self.profile, occurrence)) in given or (
-                client in taken
-            ):
+            client = codec.encode(raw, self.profile, occurrence)
+            while client in given or client in taken:
                 occurrence += 1
+                client = codec.encode(raw, self.profile, occurrence)
             self._tagged.add(raw)
         self._latest[raw] = client
         given.add(client)
