@@ -13,6 +13,9 @@ Run it with ``scripts/bench`` (or ``python -m bench``); ``--help`` lists the opt
 - ``run``: the command line, both modes, the table (the TARGETS first) and the JSON report.
 - ``scaleout`` (``python -m bench.scaleout``): one proxy process against N behind HAProxy.
 - ``haproxy``: installs and runs HAProxy with ``deploy/haproxy.cfg`` (also for the e2e test).
+- ``sidebyside`` (``python -m bench.sidebyside``): versions of toolid (trees holding ``toolid/``
+  and ``addons/``) against each other and plain mitmdump on one proxy workload, request by
+  request.
 - ``profile`` (``python -m bench.profile``): where a proxy row's time goes inside a real
   ``mitmdump`` (Linux ``perf``, per Python function of the addon's hooks).
 

@@ -300,3 +300,34 @@ def test_profile_shares_count_the_samples_inside_the_root_only() -> None:
     assert count == 2  # the event loop's own sample is outside the hook
     assert own == {"decide": 1, "StreamRewriter._frame": 1}
     assert within["StreamRewriter._frame"] == 2 and "BaseEventLoop._run_once" not in within
+
+
+# --- bench.sidebyside: versions of toolid against each other -----------------------------------
+
+
+def test_sidebyside_runs_a_tree_against_plain_mitmdump() -> None:
+    """This checkout as the one tree: a median, a ratio and the added time for it (their values
+    are the machine's business)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.sidebyside", "resp.chat", str(REPO_ROOT), "--seconds", "0.2"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("resp.chat: plain mitmdump ")
+    assert lines[1].startswith(f"  {REPO_ROOT}: ") and "x, " in lines[1], done.stdout
+
+
+def test_sidebyside_refuses_a_directory_without_the_addon(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.sidebyside", "resp.chat", str(tmp_path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2 and "holds no addons/toolid_addon.py" in done.stderr

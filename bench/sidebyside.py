@@ -1,0 +1,108 @@
+"""Versions of toolid side by side on one proxy workload: ``python -m bench.sidebyside``.
+
+Each TREE is a directory holding ``toolid/`` and ``addons/`` (this checkout, or another version
+taken out with ``git archive REV toolid addons | tar -x -C TREE``; ``--build`` compiles the
+native accelerator in it first). Plain mitmdump (the bench's reference for the workload) and one
+mitmdump with each tree's addon run at once, in reverse mode to the bench's upstream, and the
+workload's request goes to each in turn, one at a time (``bench.client.run_alternating``): the
+machine's drift weighs on them alike, which makes this the way to tell whether a change made a
+row faster. It prints each tree's median time per request, its ratio to the reference and
+what it adds in milliseconds.
+
+    python -m bench.sidebyside sse.tools . /tmp/old --seconds 8
+    TOOLID_NATIVE=off python -m bench.sidebyside followup.500 . /tmp/old
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+from bench import client, proxy, run
+
+
+def build(tree: Path) -> None:
+    """Compile ``tree``'s native accelerator in place, as ``setup.py`` builds it (this Python's
+    flags, every warning an error). Raises CalledProcessError when the compiler fails."""
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    flags = str(sysconfig.get_config_var("CFLAGS") or "").split()
+    source = tree / "toolid" / "_native.c"
+    command = ["cc", "-shared", "-fPIC", *flags, "-Wall", "-Wextra", "-Werror"]
+    command += ["-I", sysconfig.get_paths()["include"], str(source)]
+    subprocess.run([*command, "-o", str(source.with_name(f"_native{suffix}"))], check=True)
+
+
+def _start(tree: Path | None, upstream: int, options: dict[str, str]) -> proxy.Mitmdump:
+    """Plain mitmdump (``tree`` None), or mitmdump with ``tree``'s addon, importing its toolid."""
+    work = Path(tempfile.mkdtemp(prefix="toolid-sidebyside-"))
+    target = proxy.Mitmdump(work, upstream, addon=False, options=options, wait=False)
+    if tree is not None:
+        target.stop()  # started again with the tree's addon, importing the tree's toolid
+        command = [target.command[0], "-s", str(tree / "addons" / "toolid_addon.py")]
+        with target.log_path.open("wb") as log:
+            target.proc = subprocess.Popen(
+                [*command, *target.command[1:]],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=proxy.subprocess_env({"PYTHONPATH": str(tree)}),
+                cwd=tree,
+            )
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    workloads = {w.id.removeprefix("proxy."): w for w in run.PROXY_WORKLOADS}
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.sidebyside", description=(__doc__ or "").split("\n")[0]
+    )
+    parser.add_argument("workload", choices=sorted(workloads))
+    parser.add_argument("trees", nargs="+", type=Path, help="directories with toolid/, addons/")
+    parser.add_argument("--seconds", type=float, default=6.0, help="per proxy (default 6)")
+    parser.add_argument("--build", action="store_true", help="compile each tree's native code")
+    args = parser.parse_args(argv)
+    trees = [tree.resolve() for tree in args.trees]
+    for tree in trees:
+        if not (tree / "addons" / "toolid_addon.py").is_file():
+            parser.error(f"{tree} holds no addons/toolid_addon.py")
+        if args.build:
+            build(tree)
+    workload = workloads[args.workload]
+    upstream = proxy.Upstream()
+    options = {"stream_large_bodies": "1"} if workload.streamed else {}
+    targets = [_start(tree, upstream.port, options) for tree in [None, *trees]]
+    try:
+        for target in targets:
+            target.ready()
+        request = run._request(workload, workload.body())
+        results = asyncio.run(
+            client.run_alternating(
+                run.LOCAL,
+                [target.port for target in targets],
+                request,
+                duration=args.seconds,
+                warmup=3,
+                min_requests=10,
+            )
+        )
+    finally:
+        for target in targets:
+            target.stop()
+        upstream.stop()
+    reference = statistics.median(results[0].latencies)
+    print(f"{args.workload}: plain mitmdump {reference * 1e3:.2f} ms per request")
+    for tree, result in zip(trees, results[1:], strict=True):
+        median = statistics.median(result.latencies)
+        added = (median - reference) * 1e3
+        print(f"  {tree}: {median * 1e3:.2f} ms, {median / reference:.3f}x, {added:+.2f} ms")
+    print(f"  ({len(results[0].latencies)} requests to each)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
