@@ -9,10 +9,11 @@ itself, with the C it calls) and of each Python function with what it calls.
 
     python -m bench.profile sse.tools                 # row 1, with the native accelerator
     python -m bench.profile followup.500 --pure       # row 3 as pure Python
-    python -m bench.profile resp.chat --root ToolId.response
+    python -m bench.profile resp.chat --root ToolId.request
 
-Needs Linux ``perf`` (Debian: linux-perf) allowed to record the process. A profile says where
-time goes, never how long it takes: ``scripts/bench`` measures that.
+Needs Linux ``perf`` (Debian: linux-perf) allowed to record the process; CPython's and perf's
+files for the Python frames' symbols (``jit-*.dump``, ``jitted-*.so``) stay in /tmp. A profile
+says where time goes, never how long it takes: ``scripts/bench`` measures that.
 """
 
 from __future__ import annotations
@@ -31,8 +32,13 @@ from pathlib import Path
 
 from bench import client, proxy, run
 
-#: The hook whose samples are read, by workload kind (a stream's pieces; a request; a response).
-ROOTS = {"stream": "ToolId._stream_callable.<locals>.function", "request": "ToolId.request"}
+#: The hook whose samples are read by default: a stream's pieces, else the hook of the message
+#: the workload rewrites (``ProxyWorkload.check``).
+ROOTS = {
+    "stream": "ToolId._stream_callable.<locals>.function",
+    "request": "ToolId.request",
+    "response": "ToolId.response",
+}
 
 
 def stacks(lines: Iterable[str]) -> Iterator[list[str]]:
@@ -74,11 +80,12 @@ def shares(
     return count, own, within
 
 
-def _record(workload: run.ProxyWorkload, requests: int, pure: bool, data: Path) -> None:
+def _record(workload: run.ProxyWorkload, requests: int, pure: bool, work: Path) -> Path:
+    """Run the workload through mitmdump under perf; the data perf wrote (in ``work``)."""
     upstream = proxy.Upstream()
     env = {"PYTHON_PERF_JIT_SUPPORT": "1", **({"TOOLID_NATIVE": "off"} if pure else {})}
     options = {"stream_large_bodies": "1"} if workload.streamed else {}
-    work = Path(tempfile.mkdtemp(prefix="toolid-profile-"))
+    data = work / "perf.data"
     target = proxy.Mitmdump(work, upstream.port, addon=True, options=options, env=env, wait=False)
     target.stop()  # started again under perf, with the same command
     perf = ["perf", "record", "-F", "2000", "--call-graph", "dwarf,16384", "-k", "1"]
@@ -107,12 +114,13 @@ def _record(workload: run.ProxyWorkload, requests: int, pure: bool, data: Path) 
         target.proc.send_signal(signal.SIGINT)  # perf passes it on and writes its data
         target.proc.wait(60)
         upstream.stop()
+    return data
 
 
 def main(argv: list[str] | None = None) -> int:
     workloads = {w.id.removeprefix("proxy."): w for w in run.PROXY_WORKLOADS}
     parser = argparse.ArgumentParser(
-        prog="python -m bench.profile", description=__doc__.split("\n")[0]
+        prog="python -m bench.profile", description=(__doc__ or "").split("\n")[0]
     )
     parser.add_argument("workload", choices=sorted(workloads))
     parser.add_argument("--requests", type=int, default=200, help="requests sent (default 200)")
@@ -126,10 +134,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     workload = workloads[args.workload]
-    root = args.root or ROOTS["stream" if workload.streamed else "request"]
+    root = args.root or ROOTS["stream" if workload.streamed else workload.check]
     with tempfile.TemporaryDirectory(prefix="toolid-profile-") as tmp:
-        data, jitted = Path(tmp) / "perf.data", Path(tmp) / "perf.jit.data"
-        _record(workload, args.requests, args.pure, data)
+        data = _record(workload, args.requests, args.pure, Path(tmp))
+        jitted = data.with_name("perf.jit.data")
         subprocess.run(
             ["perf", "inject", "--jit", "-i", str(data), "-o", str(jitted)],
             check=True,
