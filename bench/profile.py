@@ -86,17 +86,16 @@ def _record(workload: run.ProxyWorkload, requests: int, pure: bool, work: Path) 
     env = {"PYTHON_PERF_JIT_SUPPORT": "1", **({"TOOLID_NATIVE": "off"} if pure else {})}
     options = {"stream_large_bodies": "1"} if workload.streamed else {}
     data = work / "perf.data"
-    target = proxy.Mitmdump(work, upstream.port, addon=True, options=options, env=env, wait=False)
-    target.stop()  # started again under perf, with the same command
     perf = ["perf", "record", "-F", "2000", "--call-graph", "dwarf,16384", "-k", "1"]
-    with target.log_path.open("wb") as log:
-        target.proc = subprocess.Popen(
-            [*perf, "-o", str(data), "--", *target.command],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=proxy.subprocess_env(env),
-            cwd=proxy.REPO_ROOT,
-        )
+    target = proxy.Mitmdump(
+        work,
+        upstream.port,
+        addon=True,
+        options=options,
+        env=env,
+        under=[*perf, "-o", str(data), "--"],
+        wait=False,
+    )
     try:
         target.ready()
         request = run._request(workload, workload.body())

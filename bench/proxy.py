@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -75,27 +76,32 @@ class Upstream:
 
 
 class Mitmdump:
-    """One ``mitmdump`` subprocess in reverse mode to ``upstream_port``; ``env``: variables to
+    """One ``mitmdump`` subprocess in reverse mode to ``upstream_port``. ``addon``: this
+    checkout's addon (True), none (False), or the addon script of another tree of toolid (its
+    ``addons/toolid_addon.py``: that tree's toolid is the one imported). ``env``: variables to
     set in its environment (``TOOLID_NATIVE=off``: the addon without the native accelerator).
-    ``wait=False``: return at once, and ``ready()`` waits (to start several side by side)."""
+    ``under``: a command it runs under (``perf record ... --``). ``wait=False``: return at
+    once, and ``ready()`` waits (to start several side by side)."""
 
     def __init__(
         self,
         workdir: Path,
         upstream_port: int,
         *,
-        addon: bool,
+        addon: bool | Path,
         options: dict[str, str] | None = None,
         env: dict[str, str] | None = None,
+        under: Sequence[str] = (),
         wait: bool = True,
     ) -> None:
-        self.addon = addon
         self.confdir = workdir / "confdir"
         self.confdir.mkdir(parents=True, exist_ok=True)
         self.log_path = workdir / "mitmdump.log"
+        script = ADDON if addon is True else addon if isinstance(addon, Path) else None
+        tree = REPO_ROOT if script is None else script.resolve().parents[1]
         cmd = [mitmdump_executable()]
-        if addon:
-            cmd += ["-s", str(ADDON)]
+        if script is not None:
+            cmd += ["-s", str(script)]
         cmd += [
             "--mode",
             f"reverse:http://127.0.0.1:{upstream_port}",
@@ -111,14 +117,16 @@ class Mitmdump:
         for name, value in (options or {}).items():
             cmd += ["--set", f"{name}={value}"]
         self.command = cmd
+        if tree != REPO_ROOT:  # another tree's toolid first on the import path
+            env = {**(env or {}), "PYTHONPATH": str(tree)}
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
-                cmd,
+                [*under, *cmd],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=subprocess_env(env),
-                cwd=REPO_ROOT,
+                cwd=tree,
             )
         self.port = 0
         if wait:

@@ -41,19 +41,8 @@ def build(tree: Path) -> None:
 def _start(tree: Path | None, upstream: int, options: dict[str, str]) -> proxy.Mitmdump:
     """Plain mitmdump (``tree`` None), or mitmdump with ``tree``'s addon, importing its toolid."""
     work = Path(tempfile.mkdtemp(prefix="toolid-sidebyside-"))
-    target = proxy.Mitmdump(work, upstream, addon=False, options=options, wait=False)
-    if tree is not None:
-        target.stop()  # started again with the tree's addon, importing the tree's toolid
-        command = [target.command[0], "-s", str(tree / "addons" / "toolid_addon.py")]
-        with target.log_path.open("wb") as log:
-            target.proc = subprocess.Popen(
-                [*command, *target.command[1:]],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=proxy.subprocess_env({"PYTHONPATH": str(tree)}),
-                cwd=tree,
-            )
-    return target
+    addon = False if tree is None else tree / "addons" / "toolid_addon.py"
+    return proxy.Mitmdump(work, upstream, addon=addon, options=options, wait=False)
 
 
 def main(argv: list[str] | None = None) -> int:
