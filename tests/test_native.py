@@ -95,9 +95,9 @@ def _rows(document: bytes, spans: list[Any], api: Api, doc: Doc) -> list[Row]:
     """What ``id_spans`` reported, in find_ids' order (``locate.spanned``'s sort)."""
     entries = positions(api, doc)
     rows = []
-    for start, end, slot, call, path, holder_type in sorted(spans, key=itemgetter(2)):
+    for start, end, slot, call, path, holder_type, value in sorted(spans, key=itemgetter(2)):
         entry = entries[slot]
-        value = document[start + 1 : end - 1].decode()
+        assert value == document[start + 1 : end - 1].decode()
         rows.append((entry.key, value, path, entry.role, call, entry.kind, holder_type))
     return rows
 
@@ -109,8 +109,9 @@ def assert_vouched(document: bytes, api: Api, doc: Doc) -> bool:
     if spans is None:
         return False
     assert type(spans) is list
-    for start, end, slot, call, path, holder_type in spans:
+    for start, end, slot, call, path, holder_type, value in spans:
         assert 0 <= start < end <= len(document) and type(slot) is int and type(path) is str
+        assert type(value) is str
         assert type(call) is tuple and all(type(n) is int for n in call)
         assert holder_type is None or type(holder_type) is str
         assert document[start : start + 1] == document[end - 1 : end] == b'"'
@@ -334,11 +335,11 @@ def test_what_a_request_reports() -> None:
     first = document.find(b'"x:1"')
     second = document.find(b'"x:1"', first + 1)
     third = document.find(b'"z"')
-    got = [(start, end, call, path, kind) for start, end, _, call, path, kind in spans]
+    got = [(start, end, *rest) for start, end, _, *rest in spans]
     assert sorted(got) == [
-        (first, first + 5, (), "messages[1].tool_calls[0].id", "function"),
-        (second, second + 5, (), "messages[2].tool_call_id", None),
-        (third, third + 3, (), "messages[4].tool_calls.id", None),  # an object: one element
+        (first, first + 5, (), "messages[1].tool_calls[0].id", "function", "x:1"),
+        (second, second + 5, (), "messages[2].tool_call_id", None, "x:1"),
+        (third, third + 3, (), "messages[4].tool_calls.id", None, "z"),  # an object: one element
     ]
     assert assert_vouched(document, Api.CHAT, Doc.REQUEST)
 
@@ -365,13 +366,14 @@ def test_what_a_table_reads_of_each_value() -> None:
     ).encode()
     got = [row[2:] for row in EXTENSION.id_spans(document, table)]
     assert got == [
-        (1, (3, 5), "a[0].id", "t"),
-        (1, (3, 1), "a[1].id", None),
-        (1, (3, -2), "a[2].id", None),
-        (1, (3, 5), "a[5].id", "ü"),
-        (1, (3,), "é.id", "function"),
+        (1, (3, 5), "a[0].id", "t", "x"),
+        (1, (3, 1), "a[1].id", None, "y"),
+        (1, (3, -2), "a[2].id", None, "z"),
+        (1, (3, 5), "a[5].id", "ü", "ü"),
+        (1, (3,), "é.id", "function", "w"),
     ]
-    assert EXTENSION.id_spans(b'{"n":3.0,"a":{"id":"x"}}', table)[0][2:] == (1, (), "a.id", None)
+    row = EXTENSION.id_spans(b'{"n":3.0,"a":{"id":"x"}}', table)[0]
+    assert row[2:] == (1, (), "a.id", None, "x")
     for spoiled in ('"\\n"', "12345678901234567890"):  # what it keeps but does not vouch for
         assert EXTENSION.id_spans(b'{"a":[{"type":%s}]}' % spoiled.encode(), table) is None
         assert EXTENSION.id_spans(b'{"n":%s}' % spoiled.encode(), table) is None
@@ -509,7 +511,7 @@ def test_event_ids_at_the_edges() -> None:
     event = b'data: {"choices":[{"delta":{"tool_calls":[{"index":2,"id":"a"}]}}]}\n\n'
     n = len(event)
     ids = EXTENSION.id_spans(event[6:-2], table)
-    assert [row[3:] for row in ids] == [((0, 2), "choices[0].delta.tool_calls[0].id", None)]
+    assert [row[3:] for row in ids] == [((0, 2), "choices[0].delta.tool_calls[0].id", None, "a")]
     rows = [(start + 6, end + 6, *rest) for start, end, *rest in ids]
     assert event[rows[0][0] : rows[0][1]] == b'"a"'
     assert EXTENSION.event_ids(b"", words, 0, table) == (0, [])

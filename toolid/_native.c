@@ -2,11 +2,11 @@
  *
  * id_spans(document, table) -> list | None
  *   Every id at the table's positions in a JSON object, as toolid.positions.find_ids finds
- *   them in the parsed document, each as (start, end, slot, call, path, holder type): the
- *   span of its string literal (quotes included), the position's slot in the table, the call
- *   it belongs to (a tuple of ints), its concrete path ("choices[0].delta.tool_calls[1].id")
- *   and the "type" string of the object holding it (or None). In walk order: toolid/locate.py
- *   sorts them by slot (find_ids' order).
+ *   them in the parsed document, each as (start, end, slot, call, path, holder type, value):
+ *   the span of its string literal (quotes included), the position's slot in the table, the
+ *   call it belongs to (a tuple of ints), its concrete path ("choices[0].delta.tool_calls[1].id"),
+ *   the "type" string of the object holding it (or None) and the string itself. In walk
+ *   order: toolid/locate.py sorts them by slot (find_ids' order).
  *
  *   table is (schema, tree, roots, numbered) (toolid/prune.py: TABLES): the parse keeps only
  *   the members the schema names, then walks the tree (positions.Tree) over them; roots name
@@ -424,7 +424,7 @@ typedef struct {
     char path[PATH_SIZE];
     Py_ssize_t size;
     long long numbers[MAX_NUMBERS];
-    PyObject *found; /* a list of (start, end, slot, call, path, holder type) */
+    PyObject *found; /* a list of (start, end, slot, call, path, holder type, value) */
     PyObject *type;  /* the last holder type made (NULL: none yet) */
 } Walk;
 
@@ -481,21 +481,22 @@ static PyObject *type_of(Walk *w, int object) {
 
 /* Record the id in the string node value, member key of object holder, at slot: its row, each
  * item put in as made (item NULL: something failed; the row's dealloc takes what is in it). */
+#define PUT(t, i, made) do { if (item && (item = (made))) PyTuple_SET_ITEM(t, i, item); } while (0)
 static int found(Walk *w, int holder, int value, PyObject *key, PyObject *slot) {
     Py_ssize_t saved = w->size;
     int pushed = push_key(w, key);
     if (pushed <= 0) return pushed;
     const Node *n = &w->arena->nodes[value];
-    PyObject *row = PyTuple_New(6), *call = row ? PyTuple_New(w->count) : NULL, *item = call;
+    const char *text = (const char *)w->buffer + n->start + 1; /* no escapes: the parse vouched */
+    PyObject *row = PyTuple_New(7), *call = row ? PyTuple_New(w->count) : NULL, *item = call;
     if (call) PyTuple_SET_ITEM(row, 3, call);
-    for (int i = 0; item && i < w->count; i++)
-        if ((item = PyLong_FromLongLong(w->numbers[i])) != NULL) PyTuple_SET_ITEM(call, i, item);
+    for (int i = 0; item && i < w->count; i++) PUT(call, i, PyLong_FromLongLong(w->numbers[i]));
     if (item && (item = type_of(w, holder)) == NULL && !PyErr_Occurred()) item = Py_NewRef(Py_None);
     if (item) PyTuple_SET_ITEM(row, 5, item);
-    if (item && (item = PyLong_FromSsize_t(n->start)) != NULL) PyTuple_SET_ITEM(row, 0, item);
-    if (item && (item = PyLong_FromSsize_t(n->end)) != NULL) PyTuple_SET_ITEM(row, 1, item);
-    if (item && (item = PyUnicode_DecodeUTF8(w->path, w->size, NULL)) != NULL)
-        PyTuple_SET_ITEM(row, 4, item);
+    PUT(row, 0, PyLong_FromSsize_t(n->start));
+    PUT(row, 1, PyLong_FromSsize_t(n->end));
+    PUT(row, 4, PyUnicode_DecodeUTF8(w->path, w->size, NULL));
+    PUT(row, 6, PyUnicode_DecodeUTF8(text, n->end - n->start - 2, NULL));
     if (item) PyTuple_SET_ITEM(row, 2, Py_NewRef(slot));
     w->size = saved;
     int appended = item ? PyList_Append(w->found, row) : -1;

@@ -117,15 +117,12 @@ def _natively(document: bytes, api: Api, doc: Doc) -> Located | None:
     if located is None:
         return None
     if doc is not Doc.HISTORY:
-        return Located(api, None, spanned(document, located, api, doc), True)
+        return Located(api, None, spanned(located, api, doc), True)
     located.sort(key=_SLOT)  # table order, then document order: the labels' slots come last
     ids, keys = _label_slots(api)
     cut = bisect_left(located, ids, key=_SLOT)
-    labels = [  # the parser vouches only for literals without escapes, in valid UTF-8
-        (path, keys[slot - ids], document[start + 1 : end - 1].decode())
-        for start, end, slot, _, path, _ in located[cut:]
-    ]
-    found = _found_of(document, located[:cut], _rows(api, doc))  # sorted by slot above
+    labels = [(path, keys[slot - ids], value) for _, _, slot, _, path, _, value in located[cut:]]
+    found = _found_of(located[:cut], _rows(api, doc))  # sorted by slot above
     return Located(api, None, found, True, labels)
 
 
@@ -137,7 +134,7 @@ def _label_slots(api: Api) -> tuple[int, tuple[str, ...]]:
     return first, tuple(key for key, _, _ in rows[first:])
 
 
-type Spanned = tuple[int, int, int, Call, str, str | None]  # what the native parser reports
+type Spanned = tuple[int, int, int, Call, str, str | None, str]  # what the native parser reports
 
 
 class EventIds(NamedTuple):
@@ -179,10 +176,10 @@ def events(
                 elif len(spans) == 1:
                     alone.append(spans[0])
                 elif spans:  # in call order: made Found first
-                    ids = _found_of(data, alone, rows, into=ids)
+                    ids = _found_of(alone, rows, into=ids)
                     alone = []
-                    ids.extend(call_order(_as_found(data, spans, rows)))
-            return tuple.__new__(EventIds, (end, _found_of(data, alone, rows, into=ids), unread))
+                    ids.extend(call_order(_as_found(spans, rows)))
+            return tuple.__new__(EventIds, (end, _found_of(alone, rows, into=ids), unread))
         return None  # a CR
     if b"\r" in data:
         return None
@@ -244,23 +241,22 @@ _DATA: Final = b"data: "
 _EVENT: Final = Doc.EVENT
 
 
-def spanned(source: bytes, located: list[Spanned], api: Api, doc: Doc, at: int = 0) -> list[Found]:
-    """The ids the native parser reported (``id_spans``, ``event_ids``) in ``source``, as
-    ``Found``, in ``find_ids``' order, their spans counted from ``at``."""
-    return _as_found(source, located, _rows(api, doc), at)
+def spanned(located: list[Spanned], api: Api, doc: Doc, at: int = 0) -> list[Found]:
+    """The ids the native parser reported (``id_spans``, ``event_ids``), as ``Found``, in
+    ``find_ids``' order, their spans counted from ``at``."""
+    return _as_found(located, _rows(api, doc), at)
 
 
 def _as_found(
-    source: bytes, located: list[Spanned], rows: tuple[tuple[str, Role, str], ...], at: int = 0
+    located: list[Spanned], rows: tuple[tuple[str, Role, str], ...], at: int = 0
 ) -> list[Found]:
     """``spanned``, given each position's (key, role, kind) by slot (``_rows``)."""
     if len(located) > 1:
         located.sort(key=_SLOT)  # table order, then document order (the walk's, kept by sort)
-    return _found_of(source, located, rows, at)
+    return _found_of(located, rows, at)
 
 
 def _found_of(
-    source: bytes,
     located: list[Spanned],
     rows: tuple[tuple[str, Role, str], ...],
     at: int = 0,
@@ -272,10 +268,8 @@ def _found_of(
     holders = _HOLDERS
     found: list[Found] = [] if into is None else into
     append = found.append
-    for start, end, slot, call, path, holder_type in located:
+    for start, end, slot, call, path, holder_type, value in located:
         key, role, kind = rows[slot]
-        # The parser vouches only for literals without escapes, in valid UTF-8.
-        value = source[start + 1 : end - 1].decode()
         holder = (
             _NO_TYPE if holder_type is None else holders.get(holder_type) or _holder(holder_type)
         )

@@ -4,10 +4,10 @@ It is built with toolid when a C compiler is there (``setup.py``; ``scripts/prox
 ``scripts/test`` build it into ``.venv``) and holds four pure primitives over bytes, each the
 twin of a Python path that stays the reference:
 
-- ``id_spans(document, table)``: the ids at the table's positions in a document, each with the
-  span of its literal (what ``positions.find_ids`` finds in the parsed document), reading only
-  what the table needs; None for a document it does not vouch for (``toolid.prune``,
-  ``toolid.locate``);
+- ``id_spans(document, table)``: the ids at the table's positions in a document, each with its
+  value and the span of its literal (what ``positions.find_ids`` finds in the parsed document),
+  reading only what the table needs; None for a document it does not vouch for
+  (``toolid.prune``, ``toolid.locate``);
 - ``event_ids(data, words, limit, table)``: a piece of an LF stream framed as
   ``sse.EventFramer.feed_marked`` frames it, with the ids of each one-line event holding a
   marker word; None for a piece holding a CR (``toolid.stream``);
