@@ -120,13 +120,10 @@ class Connection(asyncio.Protocol):
                     return
                 self.state = _CHUNK_SIZE
             elif state in (_CHUNK_SIZE, _TRAILER):
-                end = data.find(b"\r\n", pos)
-                if end < 0:
-                    self.buffer += data[pos:]
+                read = self._line(data, pos)
+                if read is None:
                     return
-                line = bytes(self.buffer) + data[pos:end] if self.buffer else data[pos:end]
-                self.buffer.clear()
-                pos = end + 2
+                line, pos = read
                 if state == _TRAILER:
                     if not line:
                         self._done()
@@ -141,6 +138,21 @@ class Connection(asyncio.Protocol):
                     self.remaining = size
             else:  # pragma: no cover
                 return
+
+    def _line(self, data: bytes, pos: int) -> tuple[bytes, int] | None:
+        """The line (a chunk size, a trailer) that ends in ``data`` at or after ``pos``, and
+        where the next begins; None: it goes on in the next read (held in ``buffer``)."""
+        if self.buffer.endswith(b"\r") and data.startswith(b"\n", pos):
+            end, skip = pos, 1  # its CRLF straddles two reads
+            del self.buffer[-1:]
+        else:
+            end, skip = data.find(b"\r\n", pos), 2
+        if end < 0:
+            self.buffer += data[pos:]
+            return None
+        line = bytes(self.buffer) + data[pos:end] if self.buffer else data[pos:end]
+        self.buffer.clear()
+        return line, end + skip
 
     def _arrived(self, data: bytes, pos: int, take: int) -> None:
         """``take`` bytes of the body, at ``pos`` in ``data``, arrived."""

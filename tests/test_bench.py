@@ -9,6 +9,7 @@ difference of times is expected to be positive (PASS/MISS is information, not a 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 import os
@@ -248,6 +249,29 @@ def test_without_an_accelerator(flag: str, reported: str) -> None:
     assert reported in done.stdout
     if flag == "--no-native":
         assert "TARGETS, native accelerator: off (TOOLID_NATIVE=off) (not judged)" in done.stdout
+
+
+def test_the_client_reads_a_chunked_response_split_anywhere() -> None:
+    """``client.Connection`` de-chunks a response whatever its reads' boundaries (a chunk-size
+    line's CRLF may straddle two)."""
+    pieces = (b"data", b': {"id": "a"}\n\n')
+    response = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + b"".join(
+        b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces
+    )
+    response += b"0\r\n\r\n"
+
+    async def read(cuts: tuple[int, ...]) -> client.Response:
+        connection = client.Connection()
+        connection._reset(keep=True)
+        waiter = connection.waiter = asyncio.get_running_loop().create_future()
+        for start, end in itertools.pairwise((0, *cuts, len(response))):
+            connection.data_received(response[start:end])
+        return await waiter
+
+    for cut in range(1, len(response)):
+        for second in (cut + 1, cut + 2):
+            got = asyncio.run(read((cut, second) if second < len(response) else (cut,)))
+            assert (got.body, got.chunks) == (b'data: {"id": "a"}\n\n', 2), cut
 
 
 def test_proxies_are_measured_side_by_side() -> None:
