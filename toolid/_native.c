@@ -44,9 +44,7 @@
  * code, change no object they did not make and keep no state between calls.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <limits.h>
-#include <string.h>
+#include <Python.h> /* with <limits.h> and <string.h> (the C API's documented includes) */
 
 #define LEAF 0
 #define KEEP 1
@@ -425,7 +423,6 @@ typedef struct {
     Py_ssize_t size;
     long long numbers[MAX_NUMBERS];
     PyObject *found; /* a list of (start, end, slot, call, path, holder type, value) */
-    PyObject *type;  /* the last holder type made (NULL: none yet) */
 } Walk;
 
 /* Add text[:size] to the path: 1, or 0 (too long: not vouched; the caller restores it). */
@@ -465,18 +462,13 @@ static int member(const Arena *a, int object, PyObject *key, const char *name) {
     return -1;
 }
 
-/* The string of an object's member "type" (a new reference), or NULL (none, or an error); the
- * walk keeps the last one it made (objects of one kind mostly follow each other). */
+/* The string of an object's member "type" (a new reference), or NULL (none, or an error). */
 static PyObject *type_of(Walk *w, int object) {
     int kind = member(w->arena, object, NULL, "type");
     const Node *n = kind >= 0 ? &w->arena->nodes[kind] : NULL; /* no escapes: the parse vouched */
     if (n == NULL || n->kind != A_STR) return NULL;
-    const char *bytes = (const char *)w->buffer + n->start + 1, *held;
-    Py_ssize_t size = n->end - n->start - 2, length;
-    if (!w->type || !(held = PyUnicode_AsUTF8AndSize(w->type, &length)) || length != size ||
-        memcmp(held, bytes, size) != 0)
-        Py_XSETREF(w->type, PyUnicode_DecodeUTF8(bytes, size, NULL));
-    return Py_XNewRef(w->type);
+    return PyUnicode_DecodeUTF8((const char *)w->buffer + n->start + 1, n->end - n->start - 2,
+                                NULL);
 }
 
 /* Record the id in the string node value, member key of object holder, at slot: its row, each
@@ -568,29 +560,28 @@ static int walk(Walk *w, int node, PyObject *tree) {
     return done;
 }
 
-/* The ids of the JSON object b[start:end] (the table checked): a list, None or NULL. */
-static PyObject *ids_of(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, PyObject *table) {
+/* The ids of the JSON object b[start:end] (the table checked; nodes in a): a list, None or NULL. */
+static PyObject *ids_of(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, PyObject *table,
+                        Arena *a) {
     Scan s = {b, b + start, b + end, 1, 0, 0};
-    Arena a = {NULL, 0, 0};
     Walk w;
     PyObject *roots = ITEM(table, 2), *result = NULL;
-    int vouched = expect(&s, '{') && container(&s, ITEM(table, 0), &a, '}') == 0;
+    a->count = 0; /* the caller's arena (its memory reused from call to call), emptied */
+    int vouched = expect(&s, '{') && container(&s, ITEM(table, 0), a, '}') == 0;
     if (vouched) skip_ws(&s);
     if (!PyErr_Occurred() && (!vouched || s.p != s.end)) result = Py_NewRef(Py_None);
     else if (!PyErr_Occurred() && (w.found = PyList_New(0)) != NULL) {
-        w.arena = &a, w.buffer = b, w.size = 0, w.count = 0, w.type = NULL;
+        w.arena = a, w.buffer = b, w.size = 0, w.count = 0;
         w.numbered = ITEM(table, 3) == Py_True;
         for (Py_ssize_t i = 0; i < LEN(roots) && w.count == 0; i++) { /* an event's call */
-            int root = member(&a, 0, ITEM(roots, i), NULL);
-            if (root >= 0 && a.nodes[root].kind == A_INT)
-                w.numbers[w.count++] = a.nodes[root].integer;
+            int root = member(a, 0, ITEM(roots, i), NULL);
+            if (root >= 0 && a->nodes[root].kind == A_INT)
+                w.numbers[w.count++] = a->nodes[root].integer;
         }
         int walked = walk(&w, 0, ITEM(table, 1));
         result = walked > 0 ? Py_NewRef(w.found) : walked == 0 ? Py_NewRef(Py_None) : NULL;
         Py_DECREF(w.found);
-        Py_XDECREF(w.type);
     }
-    PyMem_Free(a.nodes);
     return result;
 }
 
@@ -598,7 +589,9 @@ static PyObject *id_spans(PyObject *Py_UNUSED(module), PyObject *const *args, Py
     Py_buffer view;
     if (nargs != 2) return reject(PyExc_TypeError, "id_spans(document, table)"), NULL;
     if (!check_table(args[1]) || get_buffer(args[0], &view, "document") < 0) return NULL;
-    PyObject *result = ids_of(view.buf, 0, view.len, args[1]);
+    Arena a = {NULL, 0, 0};
+    PyObject *result = ids_of(view.buf, 0, view.len, args[1], &a);
+    PyMem_Free(a.nodes);
     PyBuffer_Release(&view);
     return result;
 }
@@ -693,7 +686,12 @@ static PyObject *first_marker(PyObject *Py_UNUSED(m), PyObject *const *args, Py_
 }
 
 /* --- event_ids: the events of an SSE stream with LF line endings, and their ids ------------ */
-static const unsigned char LF_LF[] = "\n\n"; /* a blank line */
+/* Where the first "\n\n" (an event's end) starts in [p, end), or NULL: most events' first LF. */
+static const unsigned char *blank_line(const unsigned char *p, const unsigned char *end) {
+    while ((p = memchr(p, '\n', end - p)) != NULL && end - p >= 2 && p[1] != '\n') p++;
+    return p != NULL && end - p >= 2 ? p : NULL;
+}
+
 static PyObject *event_ids(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     Words m;
     Py_buffer view;
@@ -707,6 +705,7 @@ static PyObject *event_ids(PyObject *Py_UNUSED(module), PyObject *const *args, P
         return NULL;
     const unsigned char *b = view.buf;
     Py_ssize_t n = view.len, start = 0;
+    Arena a = {NULL, 0, 0}; /* the nodes of each event's parse, reused */
     PyObject *events = memchr(b, '\r', n) ? NULL : PyList_New(0), *result = NULL;
     while (events) {
         Py_ssize_t hit = next_hit(&m, b, start, n), blank = (hit < 0 ? n : hit) - 2;
@@ -716,13 +715,13 @@ static PyObject *event_ids(PyObject *Py_UNUSED(module), PyObject *const *args, P
             while (first > start && b[first - 1] == '\n') first--;
             start = first + (blank + 2 - first) / 2 * 2;
         }
-        const unsigned char *ends = hit < 0 ? NULL : find_word(b + start, n - start, LF_LF, 2);
+        const unsigned char *ends = hit < 0 ? NULL : blank_line(b + start, b + n);
         if (ends == NULL) break;
         Py_ssize_t end = ends - b + 2; /* the event [start, end) holds a marker */
         int one_line = end - start <= limit && end - start >= 8 &&
                        memcmp(b + start, "data: ", 6) == 0 &&
                        memchr(b + start, '\n', end - start) == b + end - 2;
-        PyObject *ids = one_line ? ids_of(b, start + 6, end - 2, args[3]) : Py_NewRef(Py_None);
+        PyObject *ids = one_line ? ids_of(b, start + 6, end - 2, args[3], &a) : Py_NewRef(Py_None);
         PyObject *event = ids ? Py_BuildValue("(nnN)", start, end, ids) : NULL;
         if (event == NULL || PyList_Append(events, event) < 0) Py_CLEAR(events);
         Py_XDECREF(event);
@@ -730,6 +729,7 @@ static PyObject *event_ids(PyObject *Py_UNUSED(module), PyObject *const *args, P
     }
     if (events) result = Py_BuildValue("(nN)", start, events);
     else if (!PyErr_Occurred()) result = Py_NewRef(Py_None); /* a CR: not this function's */
+    PyMem_Free(a.nodes);
     PyBuffer_Release(&view);
     return result;
 }
@@ -790,7 +790,7 @@ static PyObject *splice(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
 static PyMethodDef methods[] = {
     METHOD(id_spans, "id_spans(document, table) -> list | None: see toolid/prune.py."),
     METHOD(event_ids, "event_ids(data, words, limit, table) -> (end, events) | None: see "
-                      "toolid/stream.py."),
+                      "toolid/locate.py."),
     METHOD(first_marker, "first_marker(data, words) -> int: see toolid/markers.py."),
     METHOD(splice, "splice(document, edits) -> bytes: see toolid/body.py (apply)."),
     {NULL, NULL, 0, NULL},
