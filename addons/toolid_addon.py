@@ -69,7 +69,10 @@ MARK_PROBLEM = ":warning:"
 # A signed request (and its response), passed byte for byte on purpose: not a change, and not
 # a problem of the flow, so neither of the marks above.
 MARK_SIGNED = ":lock:"
-MAX_RECORDS = 1000  # change records kept per flow side: memory stays bounded on endless streams
+# Change records kept per flow side (the rest counted): memory stays bounded on endless streams,
+# and a long history's thousand restores cost one dict each (docs/performance.md); the
+# contentview and toolid.trace still show every id.
+MAX_RECORDS = 100
 DRAIN_EVERY = 256  # a stream's changes are recorded in batches of this many, and at its end
 LOG_EVERY = 0.25  # seconds: change lines are logged together at most this often
 _STREAM_VALUE = re.compile(rb"\s*:\s*true")

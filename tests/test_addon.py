@@ -630,7 +630,7 @@ def test_stream_records_are_capped_and_summarised_once(addon):
         )
     out.append(flow.response.stream(b""))
     assert out[0] == text  # id-free events pass as they came
-    assert b"tid1_functions-2Ef-3A1199" in b"".join(out)
+    assert f"tid1_functions-2Ef-3A{calls - 1}".encode() in b"".join(out)
     assert not flow.comment  # not rebuilt per chunk
     toolid.response(flow)
     record = flow.metadata["toolid"]
@@ -640,9 +640,30 @@ def test_stream_records_are_capped_and_summarised_once(addon):
     assert flow.comment.endswith("(+200 more not recorded)")
 
 
-def test_a_stream_records_its_changes_in_batches_and_at_its_end(addon):
+def test_a_long_history_records_its_first_restores_and_counts_the_rest(addon):
+    """A history restores every id each turn: the first MAX_RECORDS positions are recorded,
+    the rest counted; the body has every id restored all the same."""
+    toolid, _ = addon
+    calls = MAX_RECORDS  # two positions each: a call and its result
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for index in range(calls):
+        client = encode(f"functions.f:{index}")
+        messages.append({"role": "assistant", "tool_calls": [{"id": client, "type": "function"}]})
+        messages.append({"role": "tool", "tool_call_id": client, "content": "ok"})
+    flow = request_flow(json.dumps({"model": "kimi-k2", "messages": messages}).encode())
+    toolid.request(flow)
+    assert b"tid1_" not in flow.request.content
+    record = flow.metadata["toolid"]
+    assert len(record["request"]) == MAX_RECORDS
+    assert record["request_omitted"] == 2 * calls - MAX_RECORDS
+    assert flow.comment.startswith(f"toolid: {MAX_RECORDS} restored")
+    assert flow.comment.endswith(f"(+{2 * calls - MAX_RECORDS} more not recorded)")
+
+
+def test_a_stream_records_its_changes_in_batches_and_at_its_end(addon, monkeypatch):
     """Per chunk, recording is not paid for: changes are recorded every DRAIN_EVERY, so a
     long stream holds no more than that unrecorded, and the rest at its end."""
+    monkeypatch.setattr("addons.toolid_addon.MAX_RECORDS", 2 * DRAIN_EVERY)
     toolid, _ = addon
     flow = sse_flow()
     toolid.responseheaders(flow)

@@ -146,6 +146,8 @@ def may_change(
         return False
     if jsonparse.accelerated() and len(document) > _SCAN_AT_MOST:
         return True  # orjson parses a large document faster than the regexes below scan it
+    if doc is Doc.EVENT and not prefilter.refers_only:  # then any id pair may change
+        return prefilter.any_pair.search(document) is not None
     if prefilter.suspect.search(document) is not None:
         return True
     taken = calls.taken if calls else NOTHING_TAKEN
@@ -178,6 +180,7 @@ class _Prefilter(NamedTuple):
     """Byte-level checks for the encode direction of one API and kind of document."""
 
     markers: Markers | None  # one must occur
+    any_pair: re.Pattern[bytes]  # an id-key pair
     suspect: re.Pattern[bytes]  # an id-key pair whose value may not conform
     conforming: re.Pattern[bytes]  # an id-key pair whose value conforms: (key, value)
     refers_only: frozenset[bytes]  # keys that only ever hold references
@@ -195,9 +198,11 @@ def _encode_prefilter(api: Api | None, doc: Doc, profile: codec.Profile) -> _Pre
     names = b"|".join(re.escape(k.encode()) for k in sorted(keys))
     value = _CONFORMING_VALUE[profile]
     defining = {p.key for p in table if p.role is not REFERS}
+    pair = rb'"(?:' + names + rb')"\s*:\s*"'
     return _Prefilter(
         markers,
-        re.compile(rb'"(?:' + names + rb')"\s*:\s*"(?!' + value + rb'")'),
+        re.compile(pair),
+        re.compile(pair + rb"(?!" + value + rb'")'),
         re.compile(rb'"(' + names + rb')"\s*:\s*"(' + value + rb')"'),
         frozenset(k.encode() for k in keys - defining),
     )

@@ -35,14 +35,15 @@ def splice(document: bytes, edits: Sequence[Edit]) -> bytes:
     if native.extension is not None and type(document) is bytes:
         spliced: bytes = native.extension.splice(document, edits)
         return spliced
-    parts: list[bytes] = []
+    view = memoryview(document)  # its slices are not copies: join copies each byte once
+    parts: list[bytes | memoryview] = []
     append = parts.append
     at = 0
     for start, end, text in edits:
-        append(document[at:start])
+        append(view[at:start])
         append(text)
         at = end
-    append(document[at:])
+    append(view[at:])
     return b"".join(parts)
 
 

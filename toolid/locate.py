@@ -220,14 +220,14 @@ def _event_ids(
     ):
         return None  # one value at two positions, or values that may be spelled otherwise
     spans = []
-    find, make = document.find, tuple.__new__
+    find, make, plain = document.find, tuple.__new__, _PLAIN_ID.fullmatch
     for holder, key, value, path, role, call, kind, _ in found:
-        if not _PLAIN_ID.fullmatch(value):
+        if plain(value) is None:
             return None
-        literal = b'"' + value.encode("ascii") + b'"'
+        literal = b'"' + value.encode() + b'"'
         hit = find(literal)
         # one plain spelling, not inside a string: then it is the id's own literal
-        if hit < 0 or find(literal, hit + 1) >= 0 or _escaped(document, hit):
+        if hit <= 0 or find(literal, hit + 1) >= 0 or document[hit - 1] == 0x5C:
             return None
         span = (at + hit, at + hit + len(literal))
         spans.append(make(Found, (holder, key, value, path, role, call, kind, span)))
@@ -378,11 +378,14 @@ def _locate_plainly(
     """
     if len(targets.members) == 1:  # the common case in a streamed event
         return _locate_one(document, *targets.members[0][2:], surrogates=surrogates)
-    news: dict[str, str] = {}  # old value -> its one new value
-    for _, _, value, new in targets.members:
-        if news.setdefault(value, new) != new:
-            return None  # one id, several new values: two calls share it (occurrence tags)
     client_ids = targets.client_ids  # spelled [A-Za-z0-9_-], with a prefix holding tid1_
+    news: dict[str, str] = {}  # old value -> its one new value
+    if client_ids:  # restored: each new value is its old one's decode
+        news.update(map(_OLD_NEW, targets.members))
+    else:
+        for _, _, value, new in targets.members:
+            if news.setdefault(value, new) != new:
+                return None  # one id, several new values: two calls share it (occurrence tags)
     if not client_ids:
         for value in news:
             if not _PLAIN_ID.fullmatch(value):
@@ -392,7 +395,7 @@ def _locate_plainly(
         return None
     if _may_spell_otherwise(document, surrogates):
         return None
-    literals = {value.encode("ascii"): literal_of(new) for value, new in news.items()}
+    literals = dict(zip(map(str.encode, news), map(literal_of, news.values()), strict=True))
     if client_ids:
         edits = _client_id_edits(document, literals)
     else:
@@ -403,6 +406,7 @@ def _locate_plainly(
     return tuple(edits) if len(edits) == len(targets.members) else None
 
 
+_OLD_NEW: Final = itemgetter(2, 3)  # a member's (old value, new value)
 _PLAIN_ID: Final = re.compile(r"[ !#-.0-\[\]-~]+")  # printable ASCII but " / \
 _PLAIN_SEARCHES: Final = 8  # most distinct non-client ids located with one search each
 
