@@ -394,9 +394,9 @@ def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
                 root = (number,)
                 break
     walk, count = _WALKERS[(api, doc)]
-    found: list[list[Found]] = [[] for _ in range(count)]
+    found: list[list[Found]] = [[] for _ in range(count)] if count > 1 else [[]]
     walk(document, root, found)
-    return [one for each in found for one in each]
+    return found[0] if count == 1 else [one for each in found for one in each]
 
 
 # The positions of one API and kind of document compiled into the source of one function:
