@@ -618,6 +618,17 @@ def test_may_change_is_false_without_a_candidate(
     assert rewrite(body, api, doc, policy)[0] is body
 
 
+def test_an_event_may_change_when_a_defining_api_spells_any_id_pair() -> None:
+    # Chat's events only define calls: a call's first mention is read even when it conforms
+    assert may_change(b'{"tool_calls":[{"id":"call_1"}]}', Api.CHAT, Doc.EVENT, ENCODE)
+    arguments = b'{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}'
+    assert not may_change(arguments, Api.CHAT, Doc.EVENT, ENCODE)
+    # Responses' events also refer: a conforming reference to an untagged call changes nothing
+    delta = b'{"type":"response.function_call_arguments.delta","item_id":"fc_1"}'
+    assert not may_change(delta, Api.RESPONSES, Doc.EVENT, ENCODE)
+    assert may_change(delta.replace(b"fc_1", b"fc:1"), Api.RESPONSES, Doc.EVENT, ENCODE)
+
+
 def test_may_change_is_true_with_a_candidate() -> None:
     assert may_change(b'"tool_calls" "id" : "a:1"', Api.CHAT, Doc.RESPONSE, ENCODE)
     assert may_change(b'"id":""', None, Doc.RESPONSE, ENCODE)
