@@ -424,6 +424,43 @@ def test_a_planted_problem_is_found_exactly_where_planted(api, shapes, plant, rn
     assert sorted(codes(found)) == sorted(want)
 
 
+_IDS = st.sampled_from(["call_a", "call_b", "call_c", "tid1_call_a", "", "call_a|fc_b"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.sampled_from(list(Api)),
+    st.lists(st.tuples(st.lists(_IDS, max_size=3), st.lists(_IDS, max_size=3)), max_size=4),
+    st.booleans(),
+    st.booleans(),
+)
+def test_the_quick_proof_of_a_clean_history_agrees_with_the_full_check(
+    api, turns, ask_after, in_order
+):
+    # Any calls and results, answered in order or not, in their turn or a later one: checked
+    # with the quick proof of an in-order history and without it, the problems are the same.
+    history = [Turn(calls, calls if in_order else results) for calls, results in turns]
+    body = json.dumps(BUILDERS[api](history, ask_after=ask_after)).encode()
+    found = toolid.rewrite_request(body, api=api).pairing_problems()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pairing, "_answered_in_order", lambda *_: False)
+        assert toolid.rewrite_request(body, api=api).pairing_problems() == found
+
+
+@pytest.mark.parametrize("api", [CHAT, MESSAGES, Api.CONVERSE, Api.GEMINI])
+def test_a_history_answered_in_order_is_proved_clean_at_once(api, monkeypatch):
+    # What nearly every agent sends: each call answered in order, in the next message; an id
+    # sent encoded in the call and raw in its result is one id.
+    raws = [f"functions.f:{k}" for k in range(3)]
+    turns = [Turn([f"call_{k}", encode(raw)], [f"call_{k}", raw]) for k, raw in enumerate(raws)]
+    body = json.dumps(BUILDERS[api](turns)).encode()
+    proofs: list[bool] = []
+    proof = pairing._answered_in_order
+    monkeypatch.setattr(pairing, "_answered_in_order", lambda *a: proofs.append(proof(*a)))
+    assert toolid.rewrite_request(body, api=api).pairing_problems() == []
+    assert proofs == [True]
+
+
 def assert_read_alike(document: dict[str, Any], api: Api, found: list[Problem]) -> None:
     """The bytes of ``document`` have the problems ``check`` found in it, read alone or from
     what rewriting them read (the ids and the labels of their history, natively or parsed),
