@@ -424,7 +424,10 @@ def test_a_planted_problem_is_found_exactly_where_planted(api, shapes, plant, rn
     assert sorted(codes(found)) == sorted(want)
 
 
-_IDS = st.sampled_from(["call_a", "call_b", "call_c", "tid1_call_a", "", "call_a|fc_b"])
+# Plain, encoded (one id with its raw form), empty and composite ids, few enough to repeat.
+_IDS = st.sampled_from(
+    ["call_a", "call_b", "functions.f:0", encode("functions.f:0"), "", "call_a|fc_b"]
+)
 
 
 @settings(max_examples=400, deadline=None)

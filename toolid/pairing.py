@@ -618,8 +618,8 @@ def _answered_in_order(
     problem: every id plain and of one kind, the calls first (as the table lists them), each
     a call that needs a result, their ids distinct, then the results, the n-th answering the
     n-th call (the same id, in a later element, before the call's turn ends). False says
-    nothing: then ``_check`` looks. Worked in slices and columns (no bytecode runs per id):
-    a history holds a thousand ids."""
+    nothing (the caller checks the history in full). Worked in slices and columns (no
+    bytecode runs per id): a history holds a thousand ids."""
     values = list(map(_VALUE, ids))
     if not (all(values) and _plain("".join(values))) or len(set(map(_KIND, ids))) != 1:
         return False
