@@ -241,6 +241,43 @@ def test_any_bytes(document: bytes, api_doc: tuple[Api, Doc]) -> None:
     assert_vouched(document, *api_doc)
 
 
+# Pieces of string content: escapes (valid, \\u, invalid, a lone backslash), quotes, bytes that
+# are not ASCII (whole and cut) or are control bytes.
+_WELL_FORMED = [b'\\"', b"\\\\", b"\\n", b"\\/", b"\\u0041", b"a", b"bcdefgh"]
+_WELL_FORMED += [b"\xc3\xa9", b"\xe4\xb8\xad"]
+_PIECES = [*_WELL_FORMED, b"\\ud800", b"\\x", b"\\", b'"', b"\xe4\xb8", b"\x01", b"\x7f", b"\xff"]
+
+
+@needs_it
+@fuzz(ci=300, long=5000)
+@given(st.lists(st.sampled_from(_PIECES), max_size=40), st.integers(0, 17), st.integers(0, 3))
+def test_strings_of_escapes_at_every_offset(pieces: list[bytes], pad: int, cut: int) -> None:
+    # Runs of backslashes, escapes and bytes that are not ASCII at every offset of the 16-byte
+    # blocks a string is read in, the document cut short or not.
+    content = b"".join(pieces)
+    document = (
+        b'{"messages":[{"role":"' + b"x" * pad + b'","content":"' + content + b'"},'
+        b'{"role":"tool","tool_call_id":"tid1_a","content":"' + b"".join(pieces[::-1]) + b'"}]}'
+    )
+    document = document[: len(document) - cut]
+    assert_vouched(document, Api.CHAT, Doc.HISTORY)
+    if cut == 0 and all(piece in _WELL_FORMED for piece in pieces):
+        assert EXTENSION.id_spans(document, prune.TABLES[(Api.CHAT, Doc.HISTORY)]) is not None
+
+
+@needs_it
+@pytest.mark.parametrize("run", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("named", [b'"', b"n", b"u0041", b"t\xe4\xb8\xad", b"/\xc3\xa9"])
+def test_escapes_across_every_block_edge_are_read(run: int, named: bytes) -> None:
+    # A run of backslashes (the odd ones escape what follows) ending at each offset of the
+    # 16-byte blocks a string is read in: a well-formed string is always vouched for.
+    escape = b"\\" * run + (named if run % 2 else b"")
+    for offset in range(40):
+        content = b"a" * offset + escape + b"b" * 17
+        document = b'{"messages":[{"role":"tool","content":"' + content + b'"}]}'
+        assert assert_vouched(document, Api.CHAT, Doc.HISTORY), (run, named, offset)
+
+
 @needs_it
 @pytest.mark.parametrize(
     "document",
@@ -1023,7 +1060,7 @@ def test_the_source_compiles_without_a_warning(compiler: str, level: str, tmp_pa
 
 
 #: "At most about 800 lines of C" (the design's bound on the native primitives).
-MOST_LINES = 810
+MOST_LINES = 815
 
 
 def test_the_source_is_small_and_uses_only_the_public_api() -> None:

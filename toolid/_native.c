@@ -8,14 +8,11 @@
  *   the "type" string of the object holding it (or None) and the string itself. In walk
  *   order: toolid/locate.py sorts them by slot (find_ids' order).
  *
- *   table is (schema, tree, roots, numbered) (toolid/prune.py: TABLES): the parse keeps only
- *   the members the schema names, then walks the tree (positions.Tree) over them; roots name
- *   the members of the root whose first int numbers its call, numbered says whether array
- *   elements add their own number (an "index" member that is an int, else their position).
- *   A schema node is (members, elements): members a tuple of (key bytes, key str, spec) (the
- *   str is the bytes decoded), elements the node applied to the objects in an array, or None.
- *   A spec is LEAF (0: a string is kept, with its literal's span), KEEP (1: a string or an
- *   integer is kept) or a node. Members a node does not name are validated and dropped.
+ *   table is (schema, tree, roots, numbered) (toolid/prune.py: TABLES, and the schema's form):
+ *   the parse keeps only the members the schema names (the others validated and dropped),
+ *   then walks the tree (positions.Tree) over them; roots name the members of the root whose
+ *   first int numbers its call, numbered says whether array elements add their own number
+ *   (an "index" member that is an int, else their position).
  *
  *   None: not a document this parser vouches for (invalid JSON or UTF-8, a BOM, not an
  *   object, an escape in a kept string or in any key, a key given twice in one object, an
@@ -78,30 +75,14 @@ typedef struct {
 /* Bytes a string may hold as they are: printable ASCII but '"' and '\\'. */
 static inline int plain(unsigned char c) { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\'; }
 
-#if defined(__GNUC__) || defined(__clang__)
-#define lowest_bit(mask) __builtin_ctz(mask)
-#else
-static inline int lowest_bit(unsigned m) { int k = 0; while (!(m & 1u)) m >>= 1, k++; return k; }
-#endif
-
-/* The bytes of the 16 at p that are not plain, as a bit mask (bit k: p[k]); with SSE2 in one
- * go, else byte by byte. Strings are most of a body, and tool output is full of escapes. */
-#if defined(__SSE2__)
+/* With SSE2 (gcc, clang), strings (most of a body, full of escapes) 16 bytes at a time. */
+#if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__))
+#define SIXTEEN_AT_A_TIME
 #include <emmintrin.h>
-static inline unsigned int specials16(const unsigned char *p) {
-    __m128i x = _mm_loadu_si128((const __m128i *)p);
-    /* signed: a byte at or above 0x80 is negative, so below 0x20 too */
-    __m128i special = _mm_or_si128(
-        _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
-        _mm_cmplt_epi8(x, _mm_set1_epi8(0x20)));
-    return (unsigned int)_mm_movemask_epi8(special);
-}
-#else
-static inline unsigned int specials16(const unsigned char *p) {
-    unsigned int mask = 0;
-    for (int k = 0; k < 16; k++) mask |= (unsigned int)!plain(p[k]) << k;
-    return mask;
-}
+#define MASK(bytes) ((unsigned)_mm_movemask_epi8(bytes)) /* bit k: byte k */
+#define BYTES(x, c) _mm_cmpeq_epi8(x, _mm_set1_epi8(c))
+#define BELOW(x, c) _mm_cmplt_epi8(x, _mm_set1_epi8(c)) /* signed: 0x80 and up are below too */
+#define lowest_bit(mask) __builtin_ctz(mask)
 #endif
 
 static void skip_ws(Scan *s) {
@@ -134,11 +115,7 @@ static const unsigned char ESCAPED[256] = {/* what a backslash escapes alone */ 
  * string ended: s->p and s->literal_end set) or 0 (not a string this parser vouches for). */
 static inline int special(Scan *s, const unsigned char **at, int *escaped) {
     const unsigned char *p = *at, *end = s->end;
-    if (*p == '"') {
-        s->p = p + 1;
-        s->literal_end = s->p - s->start;
-        return 2;
-    }
+    if (*p == '"') return s->p = p + 1, s->literal_end = s->p - s->start, 2;
     if (*p == '\\') {
         *escaped = 1;
         if (end - p < 2) return 0;
@@ -152,16 +129,43 @@ static inline int special(Scan *s, const unsigned char **at, int *escaped) {
     return next ? (*at = next, 1) : 0;
 }
 
-/* A string literal (s->p at its opening quote): 1 (and *escaped), or 0. 16 bytes at a time: the
- * ones not plain are handled in order from one mask, those an escape covers skipped. */
+/* A string literal (s->p at its opening quote): 1 (and *escaped), or 0. 16 bytes at a time,
+ * ASCII first: the bytes each escape names are found from the mask of backslashes (simdjson's
+ * find_escaped). From a block with \u, a byte not ASCII or below 0x20, or an escape naming
+ * nothing, what is not plain is handled in order from one mask, what an escape covers skipped;
+ * the last bytes (and every byte, without SSE2) one by one. */
 static int string(Scan *s, int *escaped) {
     const unsigned char *p = s->p + 1, *end = s->end;
     s->literal_start = s->p - s->start;
     *escaped = 0;
+#ifdef SIXTEEN_AT_A_TIME
+    unsigned carry = 0; /* the block's first byte is named by the backslash before it */
+    for (; end - p >= 16; p += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)p), named = _mm_setzero_si128();
+        unsigned bs = MASK(BYTES(x, '\\')) & ~carry, quote = MASK(BYTES(x, '"')), names = carry;
+        unsigned odd = MASK(BELOW(x, 0x20));
+        if (!(bs | quote | odd | carry)) continue;
+        unsigned follows = ((bs << 1) | carry) & 0xFFFFu, sum = (bs & ~0x5555u & ~follows) + bs;
+        if (bs | carry) {
+            for (int i = 0; i < 8; i++) named = _mm_or_si128(named, BYTES(x, "\"\\/bfnrt"[i]));
+            names = (0x5555u ^ (sum << 1)) & follows & 0xFFFFu;
+            odd |= names & ~MASK(named), quote &= ~names; /* named: what an escape may name */
+        }
+        unsigned before = quote ? (quote & (0u - quote)) - 1 : 0xFFFFu;
+        if (odd & before) break;
+        *escaped |= ((bs | carry) & before) != 0;
+        if (quote) return s->p = p + lowest_bit(quote) + 1, s->literal_end = s->p - s->start, 1;
+        carry = (sum >> 16) & 1;
+    }
+    p -= carry; /* from the backslash that names the block's first byte */
+#endif
     for (int done;;) {
+#ifdef SIXTEEN_AT_A_TIME
         while (end - p >= 16) {
             const unsigned char *block = p;
-            for (unsigned int mask = specials16(block); mask; mask &= mask - 1) {
+            __m128i x = _mm_loadu_si128((const __m128i *)p), low = BELOW(x, 0x20);
+            __m128i specials = _mm_or_si128(_mm_or_si128(BYTES(x, '"'), BYTES(x, '\\')), low);
+            for (unsigned mask = MASK(specials); mask; mask &= mask - 1) {
                 const unsigned char *at = block + lowest_bit(mask);
                 if (at < p) continue; /* covered by the escape or character before it */
                 p = at;
@@ -169,6 +173,7 @@ static int string(Scan *s, int *escaped) {
             }
             if (p < block + 16) p = block + 16;
         }
+#endif
         while (p < end && plain(*p)) p++;
         if (p >= end || (done = special(s, &p, escaped)) != 1) return p < end && done == 2;
     }

@@ -21,7 +21,10 @@ from typing import Any, Final
 from toolid.positions import ELEMENT_NUMBER, EVENT_CALL_NUMBERS, TREES, TYPE, Doc, Tree, numbered
 
 type Spec = int | Node  # LEAF, KEEP or a node
-type Node = tuple[tuple[tuple[bytes, str, Spec], ...], Node | None]  # (members, elements)
+# A node: (members, elements); members (key as bytes, the same key as str, spec), elements the
+# node the objects of an array are read with (None: an array's elements are not kept).
+# Members a node does not name are validated and dropped.
+type Node = tuple[tuple[tuple[bytes, str, Spec], ...], Node | None]
 
 LEAF: Final = 0  # an id's member: its string is kept, with the span of its literal
 KEEP: Final = 1  # a member the walker tests (type, index, ...): its string (with its span) or int
