@@ -22,8 +22,8 @@ from toolid.positions import ELEMENT_NUMBER, EVENT_CALL_NUMBERS, TREES, TYPE, Do
 
 type Spec = int | Node  # LEAF, KEEP or a node
 # A node: (members, elements); members (key as bytes, the same key as str, spec), elements the
-# node the objects of an array are read with (None: an array's elements are not kept).
-# Members a node does not name are validated and dropped.
+# node the objects in an array are read with, or None (then they are only validated). Members
+# a node does not name are validated and dropped.
 type Node = tuple[tuple[tuple[bytes, str, Spec], ...], Node | None]
 
 LEAF: Final = 0  # an id's member: its string is kept, with the span of its literal
