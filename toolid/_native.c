@@ -149,7 +149,7 @@ static int string(Scan *s, int *escaped) {
         if (bs | carry) {
             for (int i = 0; i < 8; i++) named = _mm_or_si128(named, BYTES(x, "\"\\/bfnrt"[i]));
             names = (0x5555u ^ (sum << 1)) & follows & 0xFFFFu;
-            odd |= names & ~MASK(named), quote &= ~names; /* named: what an escape may name */
+            odd |= names & ~MASK(named), quote &= ~names; /* named: ESCAPED's bytes */
         }
         unsigned before = quote ? (quote & (0u - quote)) - 1 : 0xFFFFu;
         if (odd & before) break;

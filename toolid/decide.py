@@ -24,7 +24,20 @@ from typing import Any, Final, Literal, NamedTuple
 from toolid import codec
 from toolid.edit import Edit, literal_of
 from toolid.occurrence import CallIds
-from toolid.positions import CALLS_BY_MENTION, DEFINES, REFERS, Api, Call, Found, path_order
+from toolid.positions import (
+    CALLS_BY_MENTION,
+    DEFINES,
+    FOUND_HOLDER,
+    FOUND_KEY,
+    FOUND_PATH,
+    FOUND_SPAN,
+    FOUND_VALUE,
+    REFERS,
+    Api,
+    Call,
+    Found,
+    path_order,
+)
 from toolid.rules import RuleSet, assign
 
 Action = Literal["encoded", "restored", "kept", "mapped"]
@@ -80,15 +93,15 @@ class Targets:
 
     def add_all(self, found_ids: list[Found], news: list[str]) -> None:
         """``add`` of each of ``found_ids`` (none located) with its new value in ``news``."""
-        holders = list(map(_HOLDER, found_ids))
-        keys = list(map(_KEY, found_ids))
+        holders = list(map(FOUND_HOLDER, found_ids))
+        keys = list(map(FOUND_KEY, found_ids))
         members = list(zip(map(id, holders), keys, strict=True))
         if len(set(members)) < len(members) or self.new:  # a position given twice
             for found, new in zip(found_ids, news, strict=True):
                 self.add(found, new)
             return
         self.new.update(zip(members, news, strict=True))
-        values = map(_VALUE, found_ids)
+        values = map(FOUND_VALUE, found_ids)
         self.members.extend(zip(holders, keys, values, news, strict=True))
 
     def add(self, found: Found, new: str) -> None:
@@ -168,16 +181,16 @@ def _restored(found_ids: list[Found], targets: Targets) -> tuple[Change, ...]:
     of each that it changes. Worked column by column with ``map`` and ``zip`` (past the
     caches of ``decode`` and ``literal_of``, no bytecode runs per id): a history restores a
     thousand ids per request."""
-    values = list(map(_VALUE, found_ids))
+    values = list(map(FOUND_VALUE, found_ids))
     raws = list(map(codec.decode, values))
     changed = list(map(ne, raws, values))
     if not all(changed):
         found_ids = list(compress(found_ids, changed))
         values, raws = list(compress(values, changed)), list(compress(raws, changed))
-    make, paths = tuple.__new__, map(_PATH, found_ids)  # Change(...) without its __new__
+    make, paths = tuple.__new__, map(FOUND_PATH, found_ids)  # Change(...) without its __new__
     restored = (repeat("restored"), repeat(""), repeat(""))
     changes = tuple(map(make, repeat(Change), zip(paths, raws, values, *restored, strict=False)))
-    spans = list(map(_SPAN, found_ids))
+    spans = list(map(FOUND_SPAN, found_ids))
     if None not in spans:  # every literal located (by the native parser): its edit now
         literals = map(literal_of, raws)
         edits = zip(map(_START, spans), map(_END, spans), literals, strict=True)
@@ -187,12 +200,7 @@ def _restored(found_ids: list[Found], targets: Targets) -> tuple[Change, ...]:
     return changes
 
 
-_HOLDER: Final = itemgetter(0)  # a Found's holder, key, value, path, span
-_KEY: Final = itemgetter(1)
-_VALUE: Final = itemgetter(2)
-_PATH: Final = itemgetter(3)
-_SPAN: Final = itemgetter(7)
-_START: Final = itemgetter(0)
+_START: Final = itemgetter(0)  # a span's
 _END: Final = itemgetter(1)
 
 

@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import itemgetter, lt
+from operator import lt
 from typing import Any, Final, NamedTuple
 
 from toolid import codec, jsonparse
@@ -40,6 +40,11 @@ from toolid.locate import Label, Located, locate
 from toolid.markers import Markers
 from toolid.positions import (
     DEFINES,
+    FOUND_HOLDER,
+    FOUND_KEY,
+    FOUND_KIND,
+    FOUND_ROLE,
+    FOUND_VALUE,
     RESPONSES_CALLS,
     Api,
     Doc,
@@ -565,16 +570,16 @@ def _check(
     included). Of each kind, definitions come in document order (as ``find_ids`` gives
     them, or element by element)."""
     spec = HISTORIES[api]
+    values = list(map(FOUND_VALUE, ids))
+    plain = all(values) and _plain("".join(values))  # then no id is empty or composite
     ends = _turn_ends(kinds, spec)
-    if _answered_in_order(numbers, ids, ends, api):
+    if plain and _answered_in_order(numbers, ids, values, ends, api):
         return []
     flagged: list[tuple[int, str, Found]] = []  # (element, code, id), a Problem made of each
     first: dict[tuple[str, str], int] = {}  # (kind, key) -> the element of its first call
     calls: list[tuple[int, Found, tuple[str, str]]] = []
     references: list[tuple[int, Found, tuple[str, str]]] = []
     results, needs, types = spec.results, spec.calls, spec.call_types
-    values = [one.value for one in ids]
-    plain = all(values) and _plain("".join(values))  # then no id is empty or composite
     composite, key_of_value = _COMPOSITE.search, key_of
     for number, at in zip(numbers, ids, strict=True):  # the hot loop
         kind, value = at.kind, at.value
@@ -612,28 +617,31 @@ def _check(
 
 
 def _answered_in_order(
-    numbers: Sequence[int], ids: Sequence[Found], ends: Sequence[int | None], api: Api
+    numbers: Sequence[int],
+    ids: Sequence[Found],
+    values: list[str],
+    ends: Sequence[int | None],
+    api: Api,
 ) -> bool:
-    """Whether the ids of a history are paired the way nearly every history is, which has no
-    problem: every id plain and of one kind, the calls first (as the table lists them), each
-    a call that needs a result, their ids distinct, then the results, the n-th answering the
-    n-th call (the same id, in a later element, before the call's turn ends). False says
-    nothing (the caller checks the history in full). Worked in slices and columns (no
-    bytecode runs per id): a history holds a thousand ids."""
-    values = list(map(_VALUE, ids))
-    if not (all(values) and _plain("".join(values))) or len(set(map(_KIND, ids))) != 1:
+    """Whether the ids of a history, every one plain (``values``: theirs), are paired the way
+    nearly every history is, which has no problem: every id of one kind, the calls first (as
+    the table lists them), each a call that needs a result, their ids distinct, then the
+    results, the n-th answering the n-th call (the same id, in a later element, before the
+    call's turn ends). False says nothing (the caller checks the history in full). Worked in
+    slices and columns (no bytecode runs per id): a history holds a thousand ids."""
+    if len(set(map(FOUND_KIND, ids))) != 1:
         return False
-    roles, kind, spec = list(map(_ROLE, ids)), ids[0].kind, HISTORIES[api]
+    roles, kind, spec = list(map(FOUND_ROLE, ids)), ids[0].kind, HISTORIES[api]
     count = roles.count(DEFINES)
     if 2 * count != len(ids) or DEFINES in roles[count:]:
         return False
     calls, results = ids[:count], ids[count:]
-    if any((kind, key) not in spec.calls for key in set(map(_KEY, calls))) or any(
-        (kind, key) not in spec.results for key in set(map(_KEY, results))
+    if any((kind, key) not in spec.calls for key in set(map(FOUND_KEY, calls))) or any(
+        (kind, key) not in spec.results for key in set(map(FOUND_KEY, results))
     ):
         return False
     if spec.call_types is not None and not spec.call_types.issuperset(
-        map(dict.get, map(_HOLDER, calls), repeat("type"))
+        map(dict.get, map(FOUND_HOLDER, calls), repeat("type"))
     ):
         return False
     called, answers = values[:count], values[count:]
@@ -643,13 +651,6 @@ def _answered_in_order(
     made, answered = numbers[:count], numbers[count:]
     closed = [len(ends) if end is None else end for end in ends]
     return all(map(lt, made, answered)) and all(map(lt, answered, map(closed.__getitem__, made)))
-
-
-_VALUE: Final = itemgetter(2)  # a Found's value, kind, role, key, holder
-_KIND: Final = itemgetter(6)
-_ROLE: Final = itemgetter(4)
-_KEY: Final = itemgetter(1)
-_HOLDER: Final = itemgetter(0)
 
 
 _PLAIN_ASCII: Final = bytes(range(0x21, 0x7F)).replace(b"|", b"")  # printable, not " " or "|"
