@@ -22,7 +22,6 @@ from toolid.body import (
     NOTHING,
     Change,
     Direction,
-    Edit,
     Plan,
     Policy,
     RewriteError,
@@ -86,9 +85,9 @@ def test_chat_response_hand_formatted() -> None:
             "encoded",
         ),
     )
-    (edit,) = result.edits
-    assert CHAT_RESPONSE[edit.start : edit.end] == KIMI
-    assert edit.text == KIMI_CLIENT
+    ((start, end, text),) = result.edits
+    assert CHAT_RESPONSE[start:end] == KIMI
+    assert text == KIMI_CLIENT
 
 
 def test_chat_response_api_from_shape() -> None:
@@ -847,8 +846,8 @@ def test_escaped_key_without_lookalike_fails_open() -> None:
 def test_apply() -> None:
     body = b"0123456789"
     assert apply(body, []) is body
-    assert apply(body, [Edit(1, 3, b"ab"), Edit(5, 6, b"")]) == b"0ab346789"
-    assert apply(body, [Edit(0, 0, b"x"), Edit(10, 10, b"y")]) == b"x0123456789y"
+    assert apply(body, [(1, 3, b"ab"), (5, 6, b"")]) == b"0ab346789"
+    assert apply(body, [(0, 0, b"x"), (10, 10, b"y")]) == b"x0123456789y"
 
 
 # --- properties ------------------------------------------------------------------------------
@@ -1369,11 +1368,11 @@ def check_edits(body: bytes, out: bytes, result: Plan, changed: dict[str, tuple[
     """(c) bytes outside the edit spans are identical; each span is the literal of a position."""
     at = 0
     pieces = []
-    for edit in result.edits:
-        assert at <= edit.start < edit.end
-        assert body[edit.start : edit.start + 1] == b'"' == body[edit.end - 1 : edit.end]
-        pieces.append(body[at : edit.start])
-        at = edit.end
+    for start, end, _ in result.edits:
+        assert at <= start < end
+        assert body[start : start + 1] == b'"' == body[end - 1 : end]
+        pieces.append(body[at:start])
+        at = end
     pieces.append(body[at:])
     # every byte outside the spans is in the output, in order, untouched
     rebuilt = b""
@@ -1381,27 +1380,27 @@ def check_edits(body: bytes, out: bytes, result: Plan, changed: dict[str, tuple[
     for piece, edit in zip(pieces, [*result.edits, None], strict=True):
         assert out[start : start + len(piece)] == piece
         start += len(piece)
-        if edit is not None:
-            assert out[start : start + len(edit.text)] == edit.text
-            start += len(edit.text)
-        rebuilt += piece + (edit.text if edit else b"")
+        text = edit[2] if edit is not None else b""
+        assert out[start : start + len(text)] == text
+        start += len(text)
+        rebuilt += piece + text
     assert start == len(out) == len(rebuilt)
     # each span, replaced by a unique sentinel literal, sits exactly at one changed position
     sentinels = [
-        Edit(edit.start, edit.end, json.dumps(f"\x00edit{i}\x00").encode())
-        for i, edit in enumerate(result.edits)
+        (start, end, json.dumps(f"\x00edit{i}\x00").encode())
+        for i, (start, end, _) in enumerate(result.edits)
     ]
     marked = json.loads(apply(body, sentinels))
     where = {value: path for path, value in string_paths(marked) if value.startswith("\x00edit")}
     assert len(where) == len(result.edits)
     assert set(where.values()) == set(changed)
-    for i, edit in enumerate(result.edits):
+    for i, (start, end, text) in enumerate(result.edits):
         path = where[f"\x00edit{i}\x00"]
         raw, client = changed[path]
-        literal_value = json.loads(body[edit.start : edit.end])
+        literal_value = json.loads(body[start:end])
         assert literal_value in (raw, client)  # the old value: raw (encode) or client (decode)
-        assert json.loads(edit.text) in (raw, client)
-        assert json.loads(edit.text) != literal_value
+        assert json.loads(text) in (raw, client)
+        assert json.loads(text) != literal_value
 
 
 @PROPERTY

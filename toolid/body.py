@@ -141,7 +141,7 @@ def may_change(
     if policy.direction is Direction.DECODE:
         if policy.rules is not None:  # any id may break the destination's rules
             return may_hold_ids(document, prefilter.markers)
-        return b"tid1_" in document
+        return document.find(b"tid1_") >= 0
     if not marked and not may_hold_ids(document, prefilter.markers):
         return False
     if jsonparse.accelerated() and len(document) > _SCAN_AT_MOST:

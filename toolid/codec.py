@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from typing import Final, Literal
 
 Profile = Literal["safe", "call"]
@@ -63,12 +64,28 @@ def encode(raw: str, profile: Profile = "safe", occurrence: int = 1) -> str:
     ``raw`` (always escaped, even when ``raw`` would pass unchanged).
     """
     if occurrence == 1:
-        if passes(raw, profile):
-            return raw
-        return PREFIXES[profile] + _payload(raw)
+        return _untagged(raw, profile)
     if occurrence < 1:
         raise ValueError(f"occurrence must be 1 or more, not {occurrence}")
     return f"{PREFIXES[profile]}{_payload(raw)}{TAG}{occurrence}"
+
+
+@functools.cache
+def encoder(profile: Profile) -> Callable[[str], str]:
+    """``encode(raw, profile)`` as a function of ``raw`` alone, for a caller that encodes many
+    ids under one profile: its cache is keyed by the id itself, so no key tuple is made,
+    hashed and kept for each id (and traced by the garbage collector)."""
+
+    @functools.lru_cache(maxsize=65536)  # pure; a stream's calls each encode their id
+    def encode_untagged(raw: str) -> str:
+        return _untagged(raw, profile)
+
+    return encode_untagged
+
+
+def _untagged(raw: str, profile: Profile) -> str:
+    """``encode`` of the first occurrence: ``raw`` itself when it passes, else escaped."""
+    return raw if passes(raw, profile) else PREFIXES[profile] + _payload(raw)
 
 
 def _payload(raw: str) -> str:

@@ -108,7 +108,7 @@ class Targets:
         span = found.span
         if span is not None:  # a located literal: the parser reports each once
             start, end = span
-            self.edits.append(tuple.__new__(Edit, (start, end, literal_of(new))))
+            self.edits.append((start, end, literal_of(new)))
             return
         member = (id(found.holder), found.key)
         if member not in self.new:
@@ -148,7 +148,7 @@ def decide(
                 changes.append(make(Change, (path, value, client, "encoded", "", "")))
                 if span is not None:  # Targets.add, inline for a located literal
                     start, end = span  # a client id ([A-Za-z0-9_-]) needs no escape
-                    located(make(Edit, (start, end, b'"' + client.encode() + b'"')))
+                    located((start, end, b'"' + client.encode() + b'"'))
                 else:
                     add(found, client)
         return tuple(changes), targets
@@ -193,8 +193,7 @@ def _restored(found_ids: list[Found], targets: Targets) -> tuple[Change, ...]:
     spans = list(map(FOUND_SPAN, found_ids))
     if None not in spans:  # every literal located (by the native parser): its edit now
         literals = map(literal_of, raws)
-        edits = zip(map(_START, spans), map(_END, spans), literals, strict=True)
-        targets.edits.extend(map(make, repeat(Edit), edits))
+        targets.edits.extend(zip(map(_START, spans), map(_END, spans), literals, strict=True))
     else:
         targets.add_all(found_ids, raws)
     return changes

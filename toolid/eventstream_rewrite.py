@@ -79,9 +79,9 @@ class EventStreamRewriter(PieceRewriter):
             return frame
         start = eventstream.headers_end(frame)
         header_block = frame[eventstream.PRELUDE : start]
-        if _EVENT_TYPE not in header_block:
+        if header_block.find(_EVENT_TYPE) < 0:
             return frame  # not an event (an exception, an error): no id
-        if b"\x05chunk" in header_block and self._event_type(frame) == _CHUNK:
+        if header_block.find(b"\x05chunk") >= 0 and self._event_type(frame) == _CHUNK:
             return self._chunk(frame, start)
         payload = frame[start : len(frame) - eventstream.CRC]
         if not body.may_hold_ids(payload, self._converse_markers):

@@ -181,7 +181,7 @@ def events(
                     ids.extend(call_order(_as_found(spans, rows)))
             return tuple.__new__(EventIds, (end, _found_of(alone, rows, into=ids), unread))
         return None  # a CR
-    if b"\r" in data:
+    if data.find(b"\r") >= 0:
         return None
     end, marked = marked_events(data, 0, len(data), markers)
     for start, stop in marked:
@@ -401,8 +401,7 @@ def _locate_plainly(
     else:
         spans = _strings(document, literals)
         spans.sort(key=_start)
-        make = tuple.__new__  # Edit(...) without NamedTuple's Python-level __new__ (per id)
-        edits = [make(Edit, (at, at + len(v) + 2, literals[v])) for v, at in spans]
+        edits = [(at, at + len(v) + 2, literals[v]) for v, at in spans]
     return tuple(edits) if len(edits) == len(targets.members) else None
 
 
@@ -422,7 +421,7 @@ def _locate_one(
     if len(found) != 1:
         return None
     at = found[0]
-    return (tuple.__new__(Edit, (at, at + len(literal), literal_of(new))),)
+    return ((at, at + len(literal), literal_of(new)),)
 
 
 def _occurrences(document: bytes, literal: bytes) -> Iterator[int]:
@@ -438,9 +437,20 @@ def _occurrences(document: bytes, literal: bytes) -> Iterator[int]:
 def _may_spell_otherwise(document: bytes, surrogates: bool = True) -> bool:
     """Whether a string of printable ASCII may be spelled with escapes in ``document`` (then
     byte searches for its plain spelling prove nothing), or it has raw surrogate bytes (not
-    looked for when ``surrogates`` is False: the caller knows it has none)."""
-    return (b"\\u00" in document and _ASCII_ESCAPE.search(document) is not None) or (
-        surrogates and b"\xed" in document and _RAW_SURROGATE.search(document) is not None
+    looked for when ``surrogates`` is False: the caller knows it has none).
+
+    Searched with ``bytes.find``, never ``in``: CPython's ``bytes.__contains__`` first reads
+    its operand as an int, and the TypeError it raises and clears for a bytes operand costs
+    more than searching a short event."""
+    backslash = document.find(b"\\")  # one byte, found with memchr; most events have none
+    if (
+        backslash >= 0
+        and document.find(b"\\u00", backslash) >= 0
+        and _ASCII_ESCAPE.search(document, backslash) is not None
+    ):
+        return True
+    return (
+        surrogates and document.find(b"\xed") >= 0 and _RAW_SURROGATE.search(document) is not None
     )
 
 
@@ -452,7 +462,7 @@ def _client_id_edits(document: bytes, literals: dict[bytes, bytes]) -> list[Edit
     """An edit for every plainly spelled string that is a client id in ``literals`` (each
     begins with a prefix holding ``tid1_``), to its new literal, in document order."""
     edits: list[Edit] = []
-    append, find, make = edits.append, document.find, tuple.__new__
+    append, find = edits.append, document.find
     at = find(b"tid1_")
     while at >= 0:
         start = at - 1 if document[at - 1] == 0x22 else at - 6  # "tid1_ or "call_tid1_
@@ -466,7 +476,7 @@ def _client_id_edits(document: bytes, literals: dict[bytes, bytes]) -> list[Edit
             and document[start] == 0x22  # an unescaped quote opens it
             and (document[start - 1] != 0x5C or not _escaped(document, start))
         ):
-            append(make(Edit, (start, end + 1, new)))
+            append((start, end + 1, new))
         at = find(b"tid1_", end)
     return edits
 
@@ -543,7 +553,7 @@ def _locate(document: bytes, parsed: Any, targets: Targets) -> tuple[tuple[Edit,
     proven = proven and _KEY_CHAR_ESCAPE.search(document) is None
     literals = {new: literal_of(new) for new in set(news)}
     edits = tuple(
-        Edit(start, end, literals[new]) for (_, _, start, end), new in zip(pairs, news, strict=True)
+        (start, end, literals[new]) for (_, _, start, end), new in zip(pairs, news, strict=True)
     )
     return edits, proven
 

@@ -34,7 +34,7 @@ class Markers:
             found: int = native.extension.first_marker(data, self.words)
             return found >= 0
         if self._regex is None:
-            return self.words[0] in data
+            return data.find(self.words[0]) >= 0
         return self._regex.search(data) is not None
 
     def finder(self, data: bytes, stop: int) -> Callable[[int], int]:

@@ -158,6 +158,7 @@ class CallIds:
     def __init__(self, profile: codec.Profile = "safe", taken: Taken = NOTHING_TAKEN) -> None:
         self.profile: codec.Profile = profile
         self.taken = taken
+        self._encode = codec.encoder(profile)  # an untagged client id, cached by raw id
         self._calls: dict[tuple[Call, str, str], str] = {}  # (call, key, raw) -> client id
         # What refer reads: (call, raw) -> client id, and raw -> client id of its latest call
         self._by_call: dict[tuple[Call, str], str] = {}
@@ -197,7 +198,7 @@ class CallIds:
 
     def _fresh(self, raw: str) -> str:
         """The first client id for ``raw`` that is neither taken nor given yet, now given."""
-        client = codec.encode(raw, self.profile)
+        client = self._encode(raw)
         given, taken = self._given, self._taken
         if taken is None:  # asked once: a set when the request's ids are known unparsed
             ids = self.taken.known()
@@ -218,4 +219,4 @@ class CallIds:
         the same number (an event about that call), else of the latest call with this raw
         id, else its plain encoding (the call is not in this response)."""
         known = self._by_call.get((call, raw)) or self._latest.get(raw)
-        return known if known is not None else codec.encode(raw, self.profile)
+        return known if known is not None else self._encode(raw)

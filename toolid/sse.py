@@ -54,7 +54,7 @@ class EventFramer:
             pieces.append((b"\n", False))
             data = data[1:]
         self._ended_on_cr = False
-        self._seen_cr = self._seen_cr or b"\r" in data
+        self._seen_cr = self._seen_cr or data.find(b"\r") >= 0
         start = 0
         if self._buffer:
             # Complete the held event first: a blank line may straddle its end.
@@ -112,8 +112,8 @@ class EventFramer:
             return data
         if (
             (self._buffer.endswith(b"\n") and data.startswith(b"\n"))
-            or b"\n\n" in data
-            or b"\r" in data  # searched only where nothing ends: mostly a short piece
+            or data.find(b"\n\n") >= 0
+            or data.find(b"\r") >= 0  # searched only where nothing ends: mostly a short piece
         ):
             joined = bytes(self._buffer) + data  # data copied once (a held start is mostly short)
             self._buffer.clear()
@@ -155,10 +155,10 @@ def data_lines(event: bytes, stream_start: bool = False) -> list[Field]:
         and event.startswith(b"data: ")
         and event.find(b"\n") == len(event) - 2
         and event.endswith(b"\n\n")
-        and b"\r" not in event
+        and event.find(b"\r") < 0
     ):  # one "data: ..." line and the blank line: what servers send for almost every event
         return [Field(6, len(event) - 2)]
-    if b"\r" in event:
+    if event.find(b"\r") >= 0:
         lines = [match.span(1) for match in _LINE.finditer(event, at)]
     else:  # LF only, as almost every server sends: plain byte searches
         lines = []

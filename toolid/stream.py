@@ -293,7 +293,7 @@ class StreamRewriter(PieceRewriter):
             event = joined[start:stop]
             rewritten = self._event(event)
             if rewritten is not event:
-                edits.append(Edit(start, stop, rewritten))
+                edits.append((start, stop, rewritten))
         self._decide(ids[decided:] if decided else ids, edits)
         return body.apply(joined, edits) if edits else joined
 
@@ -365,10 +365,10 @@ class StreamRewriter(PieceRewriter):
         # Map offsets in the joined data back to the event: literals never span a line.
         doc_starts = [0, *accumulate(field.end - field.start + 1 for field in fields)]
         edits = []
-        for edit in plan.edits:
-            line = bisect.bisect_right(doc_starts, edit.start) - 1
+        for start, end, text in plan.edits:
+            line = bisect.bisect_right(doc_starts, start) - 1
             shift = fields[line].start - doc_starts[line]
-            edits.append(Edit(edit.start + shift, edit.end + shift, edit.text))
+            edits.append((start + shift, end + shift, text))
         return body.apply(event, edits)
 
     def _skip_oversized(self) -> bytes:
@@ -393,4 +393,4 @@ _ONE_LINE: Final = Field(len(_DATA), -2)  # where the data of b"data: ...\n\n" i
 
 def _one_lf_line(event: bytes) -> bool:
     """Whether ``event`` is one line and its blank line, with LF line endings only."""
-    return event.find(b"\n") == len(event) - 2 and b"\r" not in event
+    return event.find(b"\n") == len(event) - 2 and event.find(b"\r") < 0

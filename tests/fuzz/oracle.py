@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from toolid import codec
 from toolid.apis import api_from_shape
-from toolid.body import Direction, Edit, Policy, RewriteError, apply, rewrite
+from toolid.body import Direction, Policy, RewriteError, apply, rewrite
 from toolid.positions import DEFINES, Api, Doc, Found, find_ids, path_order
 from toolid.rules import assign
 
@@ -181,10 +181,10 @@ def check_rewrite(
     assert api is not None or api_from_shape(before, doc) is used
 
     at = 0
-    for edit in result.edits:
-        assert at <= edit.start < edit.end <= len(document), result.edits
-        assert document[edit.start] == 0x22 == document[edit.end - 1], edit
-        at = edit.end
+    for start, end, _ in result.edits:
+        assert at <= start < end <= len(document), result.edits
+        assert document[start] == 0x22 == document[end - 1], (start, end)
+        at = end
 
     # Each span is the literal of exactly one position, and of nothing else.
     sentinels = [f"\x00toolid-fuzz-edit-{i}\x00" for i in range(len(result.edits))]
@@ -192,8 +192,8 @@ def check_rewrite(
         apply(
             document,
             [
-                Edit(e.start, e.end, json.dumps(s).encode())
-                for e, s in zip(result.edits, sentinels, strict=True)
+                (start, end, json.dumps(s).encode())
+                for (start, end, _), s in zip(result.edits, sentinels, strict=True)
             ],
         )
     )
@@ -210,11 +210,11 @@ def check_rewrite(
         for f in before_ids
         if (member := (id(f.holder), f.key)) in before_new
     }
-    for edit, sentinel in zip(result.edits, sentinels, strict=True):
+    for (start, end, text), sentinel in zip(result.edits, sentinels, strict=True):
         path = at_positions[sentinel]
-        assert parse(document[edit.start : edit.end]) == old_at[path]
+        assert parse(document[start:end]) == old_at[path]
         assert path in new_at, f"edited a position that needed no change: {old_at[path]!r}"
-        assert parse(edit.text) == new_at[path]
+        assert parse(text) == new_at[path]
 
     # The parsed output is the parsed input with exactly the positions replaced.
     expected = parse(document)
