@@ -241,25 +241,22 @@ _DATA: Final = b"data: "
 _EVENT: Final = Doc.EVENT
 
 
-def spanned(located: list[Spanned], api: Api, doc: Doc, at: int = 0) -> list[Found]:
+def spanned(located: list[Spanned], api: Api, doc: Doc) -> list[Found]:
     """The ids the native parser reported (``id_spans``, ``event_ids``), as ``Found``, in
-    ``find_ids``' order, their spans counted from ``at``."""
-    return _as_found(located, _rows(api, doc), at)
+    ``find_ids``' order."""
+    return _as_found(located, _rows(api, doc))
 
 
-def _as_found(
-    located: list[Spanned], rows: tuple[tuple[str, Role, str], ...], at: int = 0
-) -> list[Found]:
+def _as_found(located: list[Spanned], rows: tuple[tuple[str, Role, str], ...]) -> list[Found]:
     """``spanned``, given each position's (key, role, kind) by slot (``_rows``)."""
     if len(located) > 1:
         located.sort(key=_SLOT)  # table order, then document order (the walk's, kept by sort)
-    return _found_of(located, rows, at)
+    return _found_of(located, rows)
 
 
 def _found_of(
     located: list[Spanned],
     rows: tuple[tuple[str, Role, str], ...],
-    at: int = 0,
     into: list[Found] | None = None,
 ) -> list[Found]:
     """Each id the native parser reported, as ``Found``, in the order given; appended to
@@ -273,7 +270,7 @@ def _found_of(
         holder = (
             _NO_TYPE if holder_type is None else holders.get(holder_type) or _holder(holder_type)
         )
-        append(make(Found, (holder, key, value, path, role, call, kind, (start - at, end - at))))
+        append(make(Found, (holder, key, value, path, role, call, kind, (start, end))))
     return found
 
 
