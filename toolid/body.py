@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
@@ -33,6 +34,7 @@ __all__ = [
     "RewriteError",
     "apply",
     "id_markers",
+    "marked_event_filter",
     "may_change",
     "may_hold_ids",
     "plan",
@@ -144,10 +146,10 @@ def may_change(
         return document.find(b"tid1_") >= 0
     if not marked and not may_hold_ids(document, prefilter.markers):
         return False
+    if doc is Doc.EVENT and not prefilter.refers_only:  # then any id pair may change
+        return prefilter.any_pair_in(document)
     if jsonparse.accelerated() and len(document) > _SCAN_AT_MOST:
         return True  # orjson parses a large document faster than the regexes below scan it
-    if doc is Doc.EVENT and not prefilter.refers_only:  # then any id pair may change
-        return prefilter.any_pair.search(document) is not None
     if prefilter.suspect.search(document) is not None:
         return True
     taken = calls.taken if calls else NOTHING_TAKEN
@@ -161,6 +163,20 @@ def may_change(
             return True
         defined.add(value)
     return False
+
+
+def marked_event_filter(
+    api: Api, policy: Policy, calls: CallIds | None = None
+) -> Callable[[bytes], bool]:
+    """``may_change(data, api, Doc.EVENT, policy, calls, marked=True)`` as a function of an
+    event's data alone, made once per stream: a stream asks it for every event in which a
+    marker was found (without the accelerator, before parsing it)."""
+    prefilter = _encode_prefilter(api, Doc.EVENT, policy.profile)
+    if policy.direction is Direction.ENCODE and not prefilter.refers_only:
+        return prefilter.any_pair_in
+    return functools.partial(
+        may_change, api=api, doc=Doc.EVENT, policy=policy, calls=calls, marked=True
+    )
 
 
 # Above this size, with orjson, parsing beats scanning for non-conforming ids (on a megabyte:
@@ -180,7 +196,9 @@ class _Prefilter(NamedTuple):
     """Byte-level checks for the encode direction of one API and kind of document."""
 
     markers: Markers | None  # one must occur
-    any_pair: re.Pattern[bytes]  # an id-key pair
+    # Whether a document with a marker may hold an id to change if any id pair in it may: it
+    # spells an id-key pair, or orjson parses it faster than the regexes would scan it.
+    any_pair_in: Callable[[bytes], bool]
     suspect: re.Pattern[bytes]  # an id-key pair whose value may not conform
     conforming: re.Pattern[bytes]  # an id-key pair whose value conforms: (key, value)
     refers_only: frozenset[bytes]  # keys that only ever hold references
@@ -201,10 +219,17 @@ def _encode_prefilter(api: Api | None, doc: Doc, profile: codec.Profile) -> _Pre
     pair = rb'"(?:' + names + rb')"\s*:\s*"'
     return _Prefilter(
         markers,
-        re.compile(pair),
+        _any_pair_in(re.compile(pair)),
         re.compile(pair + rb"(?!" + value + rb'")'),
         re.compile(rb'"(' + names + rb')"\s*:\s*"(' + value + rb')"'),
         frozenset(k.encode() for k in keys - defining),
+    )
+
+
+def _any_pair_in(any_pair: re.Pattern[bytes]) -> Callable[[bytes], bool]:
+    search, accelerated = any_pair.search, jsonparse.accelerated
+    return lambda document: (
+        (len(document) > _SCAN_AT_MOST and accelerated()) or search(document) is not None
     )
 
 

@@ -181,11 +181,20 @@ class StreamRewriter(PieceRewriter):
     _framer: EventFramer
 
     def _start(self) -> None:
-        self._markers = body.id_markers(self.api, Doc.EVENT)
+        self._read_as(self.api)
         self._encodes = self.policy.direction is Direction.ENCODE  # ids made safe, not restored
         self._framer = EventFramer()
         self._at_start = True
         self._skipping = False  # inside an oversized event: forward as it comes
+
+    def _read_as(self, api: Api | None) -> None:
+        """Read the events as ``api``'s (None: not known yet): its id markers, and whether the
+        data of an event with a marker may hold an id to change (``body.may_change``)."""
+        self.api = api
+        self._markers = body.id_markers(api, Doc.EVENT)
+        self._may_change = (
+            None if api is None else body.marked_event_filter(api, self.policy, self.calls)
+        )
 
     def _frame(self, data: bytes) -> bytes:
         held = len(self._framer)
@@ -256,7 +265,8 @@ class StreamRewriter(PieceRewriter):
             return self._skip_oversized() if len(framer) > self.max_event_bytes else b""
         recorded = len(self.changes)
         try:
-            assert self._markers is not None and self.api is not None  # _located_in_pieces
+            # _located_in_pieces: the API is known
+            assert self._markers is not None and self.api is not None and self._may_change
             located = locate.events(
                 joined, self._markers, self.max_event_bytes, self.api, self._may_change
             )
@@ -296,10 +306,6 @@ class StreamRewriter(PieceRewriter):
                 edits.append((start, stop, rewritten))
         self._decide(ids[decided:] if decided else ids, edits)
         return body.apply(joined, edits) if edits else joined
-
-    def _may_change(self, document: bytes) -> bool:
-        """``body.may_change`` of the data of an event in which a marker was found."""
-        return body.may_change(document, self.api, Doc.EVENT, self.policy, self.calls, marked=True)
 
     def _decide(self, batch: list[Found], edits: list[Edit]) -> None:
         """The client ids of the located ids of several events (each event's in call order),
@@ -354,7 +360,7 @@ class StreamRewriter(PieceRewriter):
             self.problems.append(f"event left unchanged: {exc}")
             return event
         if self.api is None and plan.api is not None:
-            self.api, self._markers = plan.api, body.id_markers(plan.api, Doc.EVENT)
+            self._read_as(plan.api)
         if not plan.changes:
             return event
         self.changes.extend(plan.changes)
