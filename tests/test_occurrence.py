@@ -214,6 +214,31 @@ _STEPS = st.lists(
 )
 
 
+@given(_STEPS, st.lists(st.sampled_from(["a", "tid1_a-_2", "tid1_functions-2Ef-3A0"]), max_size=3))
+def test_property_define_and_refer_follow_the_model(
+    steps: list[tuple[bool, tuple[int], str, str]], taken: list[str]
+) -> None:
+    """A mention (call number, key, raw id) keeps the client id it first got: the first of
+    encode(raw), encode(raw, 2), ... neither taken nor given. A reference gets the client id
+    of the latest mention with its call number and raw id, else of the raw id's latest
+    mention, else the raw id's encoding."""
+    calls = CallIds("safe", Taken.of(taken))
+    mentions: dict[tuple[tuple[int], str, str], str] = {}
+    by_call: dict[tuple[tuple[int], str], str] = {}
+    latest: dict[str, str] = {}
+    for define, call, key, raw in steps:
+        if not define:
+            expected = by_call.get((call, raw)) or latest.get(raw) or codec.encode(raw, "safe")
+            assert calls.refer(call, raw) == expected
+            continue
+        if (call, key, raw) not in mentions:
+            occurrence = 1
+            while (client := codec.encode(raw, "safe", occurrence)) in {*mentions.values(), *taken}:
+                occurrence += 1
+            mentions[(call, key, raw)] = by_call[(call, raw)] = latest[raw] = client
+        assert calls.define(call, key, raw) == mentions[(call, key, raw)]
+
+
 def test_history_with_tagged_ids_skips_taken_tags() -> None:
     """Tags already in the history (1st and 3rd: the 2nd was edited away) are skipped."""
     calls = CallIds("safe", Taken(dumps(chat_history(GLOB_1, GLOB_3)), Api.CHAT))

@@ -160,9 +160,12 @@ class CallIds:
         self.taken = taken
         self._encode = codec.encoder(profile)  # an untagged client id, cached by raw id
         self._calls: dict[tuple[Call, str, str], str] = {}  # (call, key, raw) -> client id
-        # What refer reads: (call, raw) -> client id, and raw -> client id of its latest call
-        self._by_call: dict[tuple[Call, str], str] = {}
+        # What refer reads: raw -> client id of its latest call, and (call, raw) -> client id
+        # for a raw id defined more than once (only then do its calls need telling apart: a
+        # call made per mention costs a key tuple that lives as long as the response).
         self._latest: dict[str, str] = {}
+        self._by_call: dict[tuple[Call, str], str] = {}
+        self._first_call: dict[str, Call] = {}  # raw -> the call that first defined it
         self._given: set[str] = set()  # client ids given to this response's calls
         self._tagged: set[str] = set()  # raw ids some call of which got an occurrence tag
         self._taken: Set[str] | Taken | None = None  # what define asks: taken, or its ids
@@ -188,6 +191,15 @@ class CallIds:
         known = self._calls.get(mention)
         if known is not None:
             return known
+        latest = self._latest.get(raw)
+        if latest is None:  # raw's first call: refer finds it as raw's latest
+            self._first_call[raw] = call
+            client = self._calls[mention] = self._fresh(raw)
+            return client
+        # raw defined before: from now on refer tells its calls apart by their numbers
+        first = self._first_call.get(raw)
+        if first is not None:
+            self._by_call.setdefault((first, raw), latest)
         client = self._calls[mention] = self._by_call[(call, raw)] = self._fresh(raw)
         return client
 
