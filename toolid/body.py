@@ -227,6 +227,7 @@ def _encode_prefilter(api: Api | None, doc: Doc, profile: codec.Profile) -> _Pre
 
 
 def _any_pair_in(any_pair: re.Pattern[bytes]) -> Callable[[bytes], bool]:
+    """``_Prefilter.any_pair_in`` of the regex of an id-key pair."""
     search, accelerated = any_pair.search, jsonparse.accelerated
     return lambda document: (
         (len(document) > _SCAN_AT_MOST and accelerated()) or search(document) is not None

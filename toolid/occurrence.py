@@ -161,8 +161,9 @@ class CallIds:
         self._encode = codec.encoder(profile)  # an untagged client id, cached by raw id
         self._calls: dict[tuple[Call, str, str], str] = {}  # (call, key, raw) -> client id
         # What refer reads: raw -> client id of its latest call, and (call, raw) -> client id
-        # for a raw id defined more than once (only then do its calls need telling apart: a
-        # call made per mention costs a key tuple that lives as long as the response).
+        # for a raw id defined more than once (only then must its calls be told apart; an
+        # entry for every call would be a tuple per call, alive until the response ends, for
+        # the garbage collector to trace).
         self._latest: dict[str, str] = {}
         self._by_call: dict[tuple[Call, str], str] = {}
         self._first_call: dict[str, Call] = {}  # raw -> the call that first defined it
@@ -198,7 +199,7 @@ class CallIds:
             return client
         # raw defined before: from now on refer tells its calls apart by their numbers
         first = self._first_call.get(raw)
-        if first is not None:
+        if first is not None:  # None: defined alone before (define_alone), by raw id only
             self._by_call.setdefault((first, raw), latest)
         client = self._calls[mention] = self._by_call[(call, raw)] = self._fresh(raw)
         return client
