@@ -1376,15 +1376,15 @@ def check_edits(body: bytes, out: bytes, result: Plan, changed: dict[str, tuple[
     pieces.append(body[at:])
     # every byte outside the spans is in the output, in order, untouched
     rebuilt = b""
-    start = 0
+    read = 0  # how much of the output is accounted for
     for piece, edit in zip(pieces, [*result.edits, None], strict=True):
-        assert out[start : start + len(piece)] == piece
-        start += len(piece)
+        assert out[read : read + len(piece)] == piece
+        read += len(piece)
         text = edit[2] if edit is not None else b""
-        assert out[start : start + len(text)] == text
-        start += len(text)
+        assert out[read : read + len(text)] == text
+        read += len(text)
         rebuilt += piece + text
-    assert start == len(out) == len(rebuilt)
+    assert read == len(out) == len(rebuilt)
     # each span, replaced by a unique sentinel literal, sits exactly at one changed position
     sentinels = [
         (start, end, json.dumps(f"\x00edit{i}\x00").encode())
