@@ -159,14 +159,16 @@ class CallIds:
         self.profile: codec.Profile = profile
         self.taken = taken
         self._encode = codec.encoder(profile)  # an untagged client id, cached by raw id
-        self._calls: dict[tuple[Call, str, str], str] = {}  # (call, key, raw) -> client id
-        # What refer reads: raw -> client id of its latest call, and (call, raw) -> client id
-        # for a raw id defined more than once (only then must its calls be told apart; an
-        # entry for every call would be a tuple per call, alive until the response ends, for
-        # the garbage collector to trace).
-        self._latest: dict[str, str] = {}
+        # Each call's client id, by its mention (call number, key, raw id), for refer by (call
+        # number, raw id), and by raw id: its latest call's. A raw id's first mention is kept
+        # by raw id alone (its call and key), and both indexes are filled in when a second one
+        # comes: only then must its mentions and calls be told apart, and a key tuple for
+        # every call would live until the response ends, for the garbage collector to trace.
+        self._calls: dict[tuple[Call, str, str], str] = {}
         self._by_call: dict[tuple[Call, str], str] = {}
-        self._first_call: dict[str, Call] = {}  # raw -> the call that first defined it
+        self._latest: dict[str, str] = {}
+        self._first_call: dict[str, Call] = {}  # raw -> its only mention's call, so far
+        self._first_key: dict[str, str] = {}  # raw -> its only mention's key, so far
         self._given: set[str] = set()  # client ids given to this response's calls
         self._tagged: set[str] = set()  # raw ids some call of which got an occurrence tag
         self._taken: Set[str] | Taken | None = None  # what define asks: taken, or its ids
@@ -188,20 +190,23 @@ class CallIds:
 
     def define(self, call: Call, key: str, raw: str) -> str:
         """The client id of the call numbered ``call`` whose member ``key`` holds ``raw``."""
-        mention = (call, key, raw)
-        known = self._calls.get(mention)
-        if known is not None:
-            return known
         latest = self._latest.get(raw)
-        if latest is None:  # raw's first call: refer finds it as raw's latest
+        if latest is None:  # raw's first mention
             self._first_call[raw] = call
-            client = self._calls[mention] = self._fresh(raw)
-            return client
-        # raw defined before: from now on refer tells its calls apart by their numbers
-        first = self._first_call.get(raw)
-        if first is not None:  # None: defined alone before (define_alone), by raw id only
-            self._by_call.setdefault((first, raw), latest)
-        client = self._calls[mention] = self._by_call[(call, raw)] = self._fresh(raw)
+            self._first_key[raw] = key
+            return self._fresh(raw)
+        first_call = self._first_call.get(raw)
+        if first_call is not None:  # raw has had one mention so far
+            first_key = self._first_key[raw]
+            if call == first_call and key == first_key:
+                return latest  # that mention again
+            self._calls[(first_call, first_key, raw)] = self._by_call[(first_call, raw)] = latest
+            del self._first_call[raw], self._first_key[raw]
+        else:  # several mentions before (or calls defined alone: define_alone)
+            known = self._calls.get((call, key, raw))
+            if known is not None:
+                return known
+        client = self._calls[(call, key, raw)] = self._by_call[(call, raw)] = self._fresh(raw)
         return client
 
     def define_alone(self, call: Call, key: str, raw: str) -> str:
