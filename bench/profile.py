@@ -84,14 +84,12 @@ def _record(workload: run.ProxyWorkload, requests: int, pure: bool, work: Path) 
     """Run the workload through mitmdump under perf; the data perf wrote (in ``work``)."""
     upstream = proxy.Upstream()
     env = {"PYTHON_PERF_JIT_SUPPORT": "1", **({"TOOLID_NATIVE": "off"} if pure else {})}
-    options = {"stream_large_bodies": "1"} if workload.streamed else {}
     data = work / "perf.data"
     perf = ["perf", "record", "-F", "2000", "--call-graph", "dwarf,16384", "-k", "1"]
     target = proxy.Mitmdump(
         work,
         upstream.port,
-        addon=True,
-        options=options,
+        addon=True,  # streams an event stream itself, as users run it (no stream_large_bodies)
         env=env,
         under=[*perf, "-o", str(data), "--"],
         wait=False,

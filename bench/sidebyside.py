@@ -63,8 +63,11 @@ def main(argv: list[str] | None = None) -> int:
             build(tree)
     workload = workloads[args.workload]
     upstream = proxy.Upstream()
-    options = {"stream_large_bodies": "1"} if workload.streamed else {}
-    targets = [_start(tree, upstream.port, options) for tree in [None, *trees]]
+    # Plain mitmdump streams a stream workload's bodies only when told to (the bench's
+    # reference); toolid streams them itself, as users run it (``scripts/bench`` likewise).
+    reference = {"stream_large_bodies": "1"} if workload.streamed else {}
+    targets = [_start(None, upstream.port, reference)]
+    targets += [_start(tree, upstream.port, {}) for tree in trees]
     try:
         for target in targets:
             target.ready()

@@ -774,13 +774,18 @@ def _is_wrong_edit(body: bytes, out: bytes, api: Api, doc: Doc, policy: Policy) 
     return bool(before != after)
 
 
-def test_duplicate_keys_never_a_wrong_edit_inside_a_position() -> None:
-    body = b'{"content":[{"type":"tool_use","id":"toolu_1","input":{"id":"y:1"},"id":"y:1"}]}'
+def _assert_no_wrong_edit(body: bytes, api: Api, doc: Doc, policy: Policy) -> None:
+    """``body`` fails open (RewriteError) or changes no more than its ids."""
     try:
-        out, _ = rewrite(body, Api.MESSAGES, Doc.RESPONSE, ENCODE)
+        out, _ = rewrite(body, api, doc, policy)
     except RewriteError:
         return
-    assert not _is_wrong_edit(body, out, Api.MESSAGES, Doc.RESPONSE, ENCODE)
+    assert not _is_wrong_edit(body, out, api, doc, policy)
+
+
+def test_duplicate_keys_never_a_wrong_edit_inside_a_position() -> None:
+    body = b'{"content":[{"type":"tool_use","id":"toolu_1","input":{"id":"y:1"},"id":"y:1"}]}'
+    _assert_no_wrong_edit(body, Api.MESSAGES, Doc.RESPONSE, ENCODE)
 
 
 def test_duplicate_keys_never_a_wrong_edit_elsewhere() -> None:
@@ -789,11 +794,7 @@ def test_duplicate_keys_never_a_wrong_edit_elsewhere() -> None:
         b'"x":{"id":"a:1"},'
         b'"content":[{"type":"tool_use","id":"a:1","input":{}}]}'
     )
-    try:
-        out, _ = rewrite(body, Api.MESSAGES, Doc.RESPONSE, ENCODE)
-    except RewriteError:
-        return
-    assert not _is_wrong_edit(body, out, Api.MESSAGES, Doc.RESPONSE, ENCODE)
+    _assert_no_wrong_edit(body, Api.MESSAGES, Doc.RESPONSE, ENCODE)
 
 
 def test_duplicate_keys_with_different_values_follow_last_wins() -> None:
@@ -826,11 +827,7 @@ def test_escaped_key_never_a_wrong_edit(direction: Direction) -> None:
         )
         api, doc = Api.MESSAGES, Doc.REQUEST
     policy = Policy(direction)
-    try:
-        out, _ = rewrite(body, api, doc, policy)
-    except RewriteError:
-        return
-    assert not _is_wrong_edit(body, out, api, doc, policy)
+    _assert_no_wrong_edit(body, api, doc, policy)
 
 
 def test_escaped_key_without_lookalike_fails_open() -> None:
@@ -841,6 +838,29 @@ def test_escaped_key_without_lookalike_fails_open() -> None:
     except RewriteError:
         return
     assert out is body
+
+
+def test_raw_id_before_the_first_marker_is_not_a_position() -> None:
+    # The same string as content before "tool_calls" and as the call's id after it: only the
+    # id changes (raw ids are looked for from the first marker on).
+    body = (
+        b'{"choices":[{"message":{"content":"functions.a:0","tool_calls":[{"id":"functions.a:0",'
+        b'"type":"function","function":{"name":"a","arguments":"{}"}}]}}]}'
+    )
+    out, done = rewrite(body, Api.CHAT, Doc.RESPONSE, ENCODE)
+    assert out == body.replace(b'"id":"functions.a:0"', b'"id":"tid1_functions-2Ea-3A0"')
+    assert len(done.edits) == 1
+
+
+def test_escaped_marker_key_before_a_plain_one_never_a_wrong_edit() -> None:
+    # The call's key is spelled with an escape before the first plain "tool_calls", which
+    # holds a lookalike: the search from the first marker on must not be trusted here.
+    body = (
+        b'{"choices":[{"message":{"tool\\u005fcalls":[{"id":"a:1","type":"function",'
+        b'"function":{"name":"a","arguments":"{}"}}]}}],'
+        b'"x":{"tool_calls":{"id":"a:1"}}}'
+    )
+    _assert_no_wrong_edit(body, Api.CHAT, Doc.RESPONSE, ENCODE)
 
 
 def test_apply() -> None:

@@ -30,6 +30,10 @@ def test_finder_agrees_with_a_regex(words: list[bytes], data: bytes, starts: lis
         hit = regex.search(data, start)
         assert find(start) == (-1 if hit is None else hit.start())
     assert markers.in_(data) == (regex.search(data) is not None)
+    hit = regex.search(data)
+    assert markers.first(data) == (-1 if hit is None else hit.start())
+    with stdlib_only():
+        assert Markers(words).first(data) == (-1 if hit is None else hit.start())
 
 
 @given(words=WORDS, data=DATA)

@@ -90,23 +90,37 @@ def plan(
     document: bytes, api: Api | None, doc: Doc, policy: Policy, calls: CallIds | None = None
 ) -> Plan:
     """Work out the edits that rewrite the ids of ``document`` (see the module docstring)."""
-    if policy.direction is Direction.ENCODE and calls is None:
-        calls = CallIds(policy.profile)
-    if not may_change(document, api, doc, policy, calls):
+    after = 0  # no id's literal begins before it
+    if policy.direction is Direction.ENCODE:
+        calls = calls if calls is not None else CallIds(policy.profile)
+        prefilter = _encode_prefilter(api, doc, policy.profile)
+        if prefilter.markers is not None:
+            marker = prefilter.markers.first(document)
+            if marker < 0:
+                return NOTHING
+            # a marker that is a key holding the ids comes before them (if spelled plainly)
+            after = marker if prefilter.marked_by_key else 0
+    if not may_change(document, api, doc, policy, calls, marked=True):  # markers looked for
         return NOTHING
     # A request is read with its history's labels: its pairing check needs no second read.
     located = locate(document, api, Doc.HISTORY if doc is Doc.REQUEST else doc)
     if located is None:
         return NOTHING
-    return plan_located(document, located, policy, calls)
+    return plan_located(document, located, policy, calls, after=after)
 
 
 def plan_located(
-    document: bytes, located: Located, policy: Policy, calls: CallIds | None = None
+    document: bytes,
+    located: Located,
+    policy: Policy,
+    calls: CallIds | None = None,
+    *,
+    after: int = 0,
 ) -> Plan:
-    """``plan`` for a document whose ids are located already (decide, then edit)."""
+    """``plan`` for a document whose ids are located already (decide, then edit). ``after``:
+    no literal of an id at a table position begins before this offset (``Located.edits``)."""
     changes, targets = decide(located.found, located.api, policy, calls)
-    edits = located.edits(document, targets)
+    edits = located.edits(document, targets, after)
     return Plan(located.api, edits, changes, located)
 
 
@@ -196,6 +210,10 @@ class _Prefilter(NamedTuple):
     """Byte-level checks for the encode direction of one API and kind of document."""
 
     markers: Markers | None  # one must occur
+    # Whether every marker is a member name on the way to the ids (``Position.marked_by_key``):
+    # then no id's literal begins before the first marker in a document spelling its keys
+    # plainly.
+    marked_by_key: bool
     # Whether a document with a marker may hold an id to change if any id pair in it may: it
     # spells an id-key pair, or orjson parses it faster than the regexes would scan it.
     any_pair_in: Callable[[bytes], bool]
@@ -219,6 +237,7 @@ def _encode_prefilter(api: Api | None, doc: Doc, profile: codec.Profile) -> _Pre
     pair = rb'"(?:' + names + rb')"\s*:\s*"'
     return _Prefilter(
         markers,
+        all(position.marked_by_key for position in table),
         _any_pair_in(re.compile(pair)),
         re.compile(pair + rb"(?!" + value + rb'")'),
         re.compile(rb'"(' + names + rb')"\s*:\s*"(' + value + rb')"'),

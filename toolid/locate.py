@@ -51,9 +51,12 @@ class Located(NamedTuple):  # made for every document read: a tuple is quickest 
     surrogates: bool = True  # whether the bytes may hold raw surrogates (orjson read none)
     labels: list[Label] | None = None  # a history's (Doc.HISTORY), in table order; else None
 
-    def edits(self, source: bytes, targets: Targets) -> tuple[Edit, ...]:
+    def edits(self, source: bytes, targets: Targets, after: int = 0) -> tuple[Edit, ...]:
         """The edits that give every position in ``targets`` its new value, in ``source``
-        (the bytes this was located in). Raises RewriteError when they cannot be proved."""
+        (the bytes this was located in). ``after``: no literal of an id at a table position
+        begins before it in a ``source`` that spells every key plainly (the first of the
+        markers when each is a key holding the ids: ``Position.marked_by_key``). Raises
+        RewriteError when they cannot be proved."""
         if not targets:
             return ()
         if self.document is None:  # every id's span is known
@@ -61,7 +64,7 @@ class Located(NamedTuple):  # made for every document read: a tuple is quickest 
             if len(spliced) > 1:
                 spliced.sort()
             return tuple(spliced)
-        edits = _locate_plainly(source, targets, surrogates=self.surrogates)
+        edits = _locate_plainly(source, targets, surrogates=self.surrogates, after=after)
         if edits is None:
             edits, proven = _locate(source, self.document, targets)
             if not proven:
@@ -359,7 +362,7 @@ _CLIENT_PREFIXES: Final = tuple(codec.PREFIXES.values())
 
 
 def _locate_plainly(
-    document: bytes, targets: Targets, *, surrogates: bool = True
+    document: bytes, targets: Targets, *, surrogates: bool = True, after: int = 0
 ) -> tuple[Edit, ...] | None:
     """The edits, proved by counting plain strings, or None (then ``_locate``).
 
@@ -372,9 +375,13 @@ def _locate_plainly(
     only a few are done this way. Documents with raw surrogate bytes go the general way
     (which refuses literals it cannot read); ``surrogates=False``: the document has none
     (orjson read it).
+
+    Raw ids are counted only from ``after`` on, where (``Located.edits``) every position's
+    literal is when no key is spelled with escapes; and where none is (the escape check below
+    reads the whole document), the strings before it are not positions, whatever they hold.
     """
     if len(targets.members) == 1:  # the common case in a streamed event
-        return _locate_one(document, *targets.members[0][2:], surrogates=surrogates)
+        return _locate_one(document, *targets.members[0][2:], surrogates=surrogates, after=after)
     client_ids = targets.client_ids  # spelled [A-Za-z0-9_-], with a prefix holding tid1_
     news: dict[str, str] = {}  # old value -> its one new value
     if client_ids:  # restored: each new value is its old one's decode
@@ -396,7 +403,7 @@ def _locate_plainly(
     if client_ids:
         edits = _client_id_edits(document, literals)
     else:
-        spans = _strings(document, literals)
+        spans = _strings(document, literals, after)
         spans.sort(key=_start)
         edits = [(at, at + len(v) + 2, literals[v]) for v, at in spans]
     return tuple(edits) if len(edits) == len(targets.members) else None
@@ -408,24 +415,24 @@ _PLAIN_SEARCHES: Final = 8  # most distinct non-client ids located with one sear
 
 
 def _locate_one(
-    document: bytes, value: str, new: str, *, surrogates: bool
+    document: bytes, value: str, new: str, *, surrogates: bool, after: int
 ) -> tuple[Edit, ...] | None:
     """``_locate_plainly`` for one position: the one plain string equal to its value."""
     if not _PLAIN_ID.fullmatch(value) or _may_spell_otherwise(document, surrogates):
         return None
     literal = b'"' + value.encode("ascii") + b'"'
-    found = [at for at in _occurrences(document, literal) if not _escaped(document, at)]
+    found = [at for at in _occurrences(document, literal, after) if not _escaped(document, at)]
     if len(found) != 1:
         return None
     at = found[0]
     return ((at, at + len(literal), literal_of(new)),)
 
 
-def _occurrences(document: bytes, literal: bytes) -> Iterator[int]:
-    """Where ``literal`` (a string literal) begins in ``document``; the quote that ends one
-    may begin the next."""
+def _occurrences(document: bytes, literal: bytes, after: int = 0) -> Iterator[int]:
+    """Where ``literal`` (a string literal) begins in ``document`` from ``after`` on; the quote
+    that ends one may begin the next."""
     find = document.find
-    at = find(literal)
+    at = find(literal, after)
     while at >= 0:
         yield at
         at = find(literal, at + len(literal) - 1)
@@ -478,15 +485,15 @@ def _client_id_edits(document: bytes, literals: dict[bytes, bytes]) -> list[Edit
     return edits
 
 
-def _strings(document: bytes, wanted: Iterable[bytes]) -> list[tuple[bytes, int]]:
-    """(value, opening quote) of every plainly spelled string in ``wanted``: one search per
-    value, or one search in all for the start they share (``"functions.``, ``"call_``), which
-    every one of their literals begins with."""
+def _strings(document: bytes, wanted: Iterable[bytes], after: int) -> list[tuple[bytes, int]]:
+    """(value, opening quote) of every plainly spelled string in ``wanted`` from ``after`` on:
+    one search per value, or one search in all for the start they share (``"functions.``,
+    ``"call_``), which every one of their literals begins with."""
     literals = [(value, b'"' + value + b'"') for value in wanted]
     shared = _shared_start([literal for _, literal in literals]) if len(literals) > 1 else b""
     spans = []
     if len(shared) >= _SHARED_AT_LEAST:
-        at = document.find(shared)
+        at = document.find(shared, after)
         while at >= 0:
             for value, literal in literals:
                 if document.startswith(literal, at) and not _escaped(document, at):
@@ -496,7 +503,9 @@ def _strings(document: bytes, wanted: Iterable[bytes]) -> list[tuple[bytes, int]
         return spans
     for value, literal in literals:
         spans.extend(
-            (value, at) for at in _occurrences(document, literal) if not _escaped(document, at)
+            (value, at)
+            for at in _occurrences(document, literal, after)
+            if not _escaped(document, at)
         )
     return spans
 

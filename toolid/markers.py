@@ -30,12 +30,18 @@ class Markers:
 
     def in_(self, data: bytes) -> bool:
         """Whether ``data`` spells any of the words (natively in one pass, when built)."""
+        return self.first(data) >= 0
+
+    def first(self, data: bytes) -> int:
+        """Where the first of the words in ``data`` begins, or -1 (natively in one pass, when
+        built)."""
         if native.extension is not None and len(self.words) <= native.MAX_MARKERS:
             found: int = native.extension.first_marker(data, self.words)
-            return found >= 0
+            return found
         if self._regex is None:
-            return data.find(self.words[0]) >= 0
-        return self._regex.search(data) is not None
+            return data.find(self.words[0])
+        hit = self._regex.search(data)
+        return -1 if hit is None else hit.start()
 
     def finder(self, data: bytes, stop: int) -> Callable[[int], int]:
         """A function giving where the first word in ``data[start:stop]`` begins, or -1."""

@@ -344,6 +344,14 @@ class Position:
         filters = [step.types for step in self.steps if isinstance(step, _Each) and step.types]
         return tuple(sorted(filters[-1])) if filters else (names[-1],)
 
+    @property
+    def marked_by_key(self) -> bool:
+        """Whether ``markers`` is a member name on the way to the id (not a ``type`` value):
+        then a document spelling its keys plainly spells the marker before the id's literal,
+        as the key whose value holds it."""
+        names = [step.name for step in self.steps if isinstance(step, _Key)]
+        return len(names) > 1 or not any(isinstance(s, _Each) and s.types for s in self.steps)
+
 
 _COMPILED: Final[dict[tuple[Api, Doc], tuple[Position, ...]]] = {
     (api, doc): tuple(Position(path, role, kind, _compile(path)) for path, role, kind in entries)
