@@ -12,7 +12,6 @@ every tool-call id annotated, see ``toolid.annotate``) and the commands ``toolid
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import importlib.util
 import logging
@@ -23,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from mitmproxy import command, contentviews, ctx, exceptions, http, websocket
+from mitmproxy import command, contentviews, ctx, exceptions, http
 from mitmproxy import flow as mflow
 
 # mitmproxy puts only this file's folder on sys.path: an installed toolid is used if there is
@@ -34,13 +33,14 @@ if importlib.util.find_spec("toolid") is None:
 if importlib.util.find_spec("toolid_view") is None:
     sys.path.append(str(Path(__file__).resolve().parent))
 
-from toolid_view import ToolIdView, api_of, pairing_lines
+from toolid_records import MARK_CHANGED, MARK_PROBLEM, MARK_SIGNED, FlowRecords, describe, where
+from toolid_socket import ResponsesSockets
+from toolid_view import ToolIdView, api_of
 
 import toolid
 from toolid import (
     DEFAULT_MAX_EVENT_BYTES,
     PROFILES,
-    Api,
     Change,
     Framing,
     Profile,
@@ -62,19 +62,11 @@ from toolid import (
 logger = logging.getLogger(__name__)
 _NOTHING_TAKEN = Taken()  # a flow whose request history was not read
 
+__all__ = ["MARK_CHANGED", "MARK_PROBLEM", "MARK_SIGNED", "ToolId", "addons", "trace_lines"]
+
 MODES = ("rewrite", "observe")
 WEBSOCKET_MODES = ("rewrite", "pass", "refuse")
-MARK_CHANGED = ":wrench:"
-MARK_PROBLEM = ":warning:"
-# A signed request (and its response), passed byte for byte on purpose: not a change, and not
-# a problem of the flow, so neither of the marks above.
-MARK_SIGNED = ":lock:"
-# Change records kept per flow side (the rest counted): memory stays bounded on endless streams,
-# and a long history's thousand restores cost one dict each (docs/performance.md); the
-# contentview and toolid.trace still show every id.
-MAX_RECORDS = 100
 DRAIN_EVERY = 256  # a stream's changes are recorded in batches of this many, and at its end
-LOG_EVERY = 0.25  # seconds: change lines are logged together at most this often
 _STREAM_VALUE = re.compile(rb"\s*:\s*true")
 
 
@@ -129,22 +121,14 @@ class ToolId:
         self.observe = False
         self.max_event_bytes = DEFAULT_MAX_EVENT_BYTES
         self._every_host = True  # toolid_hosts covers every host
-        # Change lines waiting to be logged together (see _log_change): comment and request.
-        self._pending_lines: list[tuple[str, _Where, str]] = []
+        self.records = FlowRecords()  # what toolid writes into flows and the log
         # The ids each in-flight flow's request history defines, for its response's
         # occurrence tags: per flow, gone with the flow (the proxy keeps no state across).
         self._taken: weakref.WeakKeyDictionary[http.HTTPFlow, Taken] = weakref.WeakKeyDictionary()
-        # What each flow's comment summarises (the number of records of each side): a comment
-        # is rewritten only when there is more to say.
-        self._summarised: weakref.WeakKeyDictionary[http.HTTPFlow, tuple[int, int, int, int]] = (
-            weakref.WeakKeyDictionary()
-        )
-        # Responses over WebSocket: each open connection's state (what it takes, the current
-        # response), gone when the connection closes.
+        # Responses over WebSocket (toolid_websocket): each open connection's state (what it
+        # takes, the current response), gone when the connection closes.
         self.websocket = "rewrite"
-        self._sockets: weakref.WeakKeyDictionary[http.HTTPFlow, _Socket] = (
-            weakref.WeakKeyDictionary()
-        )
+        self.sockets = ResponsesSockets(self.records)
 
     def load(self, loader: Any) -> None:
         contentviews.add(self.view)  # keyed by name: a reloaded script replaces it
@@ -253,12 +237,12 @@ class ToolId:
                 f"not {ctx.options.toolid_max_event_bytes}"
             )
         self.profile = cast(Profile, ctx.options.toolid_profile)
-        self.observe = ctx.options.toolid_mode == "observe"
+        self.observe = self.records.observe = ctx.options.toolid_mode == "observe"
         self.max_event_bytes = ctx.options.toolid_max_event_bytes
         self.websocket = ctx.options.toolid_websocket
 
     def done(self) -> None:
-        self._flush_lines()
+        self.records.flush()
 
     def _tunnel_other_hosts(self) -> None:
         """Leave TLS to hosts outside toolid_hosts uninterrupted (mitmproxy allow_hosts), so
@@ -315,12 +299,12 @@ class ToolId:
             if self._leave_signed(flow, headers):
                 return
         except Exception as exc:  # never rewrite what might be signed
-            self._problem(flow, f"request left unchanged: unexpected error {exc!r}")
+            self.records.problem(flow, f"request left unchanged: unexpected error {exc!r}")
             return
         try:
             collector_deferred(self._rewrite_request, flow, headers)
         except Exception as exc:
-            self._problem(flow, f"request left unchanged: unexpected error {exc!r}")
+            self.records.problem(flow, f"request left unchanged: unexpected error {exc!r}")
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         response = flow.response
@@ -337,10 +321,10 @@ class ToolId:
         try:
             self._start_stream(flow, response, framing, headers)
         except Exception as exc:
-            self._problem(flow, f"stream passed unchanged: {exc}")
+            self.records.problem(flow, f"stream passed unchanged: {exc}")
             # Still streamed (as is): buffered, an event stream would reach the agent at its end.
             response.stream = True
-            self._record(flow)["streamed"] = True
+            self.records.of(flow)["streamed"] = True
 
     def response(self, flow: http.HTTPFlow) -> None:
         if flow.response is None or not flow.live or not self._in_scope(flow) or _signed(flow):
@@ -348,133 +332,41 @@ class ToolId:
         try:
             if not flow.response.stream:
                 collector_deferred(self._rewrite_response, flow, flow.response)
-            elif not self._record(flow).get("streamed"):
-                self._problem(flow, "response was streamed by another option; ids not rewritten")
+            elif not self.records.of(flow).get("streamed"):
+                problem = "response was streamed by another option; ids not rewritten"
+                self.records.problem(flow, problem)
         except Exception as exc:
-            self._problem(flow, f"response left unchanged: unexpected error {exc!r}")
+            self.records.problem(flow, f"response left unchanged: unexpected error {exc!r}")
         self._taken.pop(flow, None)  # a flow kept for the UI keeps no request copy
-        self._finish(flow)
+        self.records.finish(flow)
 
     def error(self, flow: http.HTTPFlow) -> None:
         self._taken.pop(flow, None)
         if "toolid" in flow.metadata:
-            self._finish(flow)
+            self.records.finish(flow)
 
-    # --- Responses over WebSocket ------------------------------------------------------------
-    # Each text message is one Responses document: a client's is a request (restore), a
-    # server's one streaming event (encode), through toolid.ResponsesConnection, which holds
-    # what the connection takes for occurrence tags (docs/wire-format.md). Other messages,
-    # and the WebSockets of other paths, pass as they are.
+    # --- Responses over WebSocket (toolid_socket) -------------------------------------------
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
-        if self.websocket != "refuse" or not flow.live or not self._in_scope(flow):
-            return
-        try:
-            if _responses_upgrade(flow.request):
-                flow.response = http.Response.make(
-                    426,
-                    b"toolid: the Responses API over WebSocket is refused here; use HTTP\n",
-                    {"content-type": "text/plain"},
-                )
-                self._record(flow)["websocket"] = {"refused": True}
-                flow.comment = "toolid: WebSocket upgrade refused (426, toolid_websocket=refuse)"
-                logger.info(f"{flow.comment} [{_describe(flow)}]")
-        except Exception as exc:
-            self._problem(flow, f"WebSocket upgrade passed: unexpected error {exc!r}")
+        if self.websocket == "refuse" and flow.live and self._in_scope(flow):
+            self.sockets.refuse(flow)
 
     def websocket_start(self, flow: http.HTTPFlow) -> None:
-        if self.websocket != "rewrite" or not self._in_scope(flow):
-            return
-        try:
-            if api_from_path(flow.request.path) is not Api.RESPONSES:
-                return
-            connection = toolid.ResponsesConnection(
-                rules=self._rules_for(flow), profile=self.profile
-            )
-            self._sockets[flow] = _Socket(connection)
-            record = self._record(flow)
-            record["api"] = Api.RESPONSES.value
-            record["websocket"] = {"messages": 0, "responses": 0}
-        except Exception as exc:
-            self._problem(flow, f"WebSocket passed unchanged: unexpected error {exc!r}")
+        if self.websocket == "rewrite" and self._in_scope(flow):
+            self.sockets.start(flow, self._rules_for(flow), self.profile)
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
-        socket = self._sockets.get(flow)
-        if socket is None or flow.websocket is None or not flow.websocket.messages:
-            return
-        message = flow.websocket.messages[-1]
-        if not message.is_text or message.dropped or message.injected:
-            return
-        number = len(flow.websocket.messages)
-        try:
-            collector_deferred(self._rewrite_message, flow, socket, message, number)
-        except Exception as exc:
-            self._problem(flow, f"message {number} left unchanged: unexpected error {exc!r}")
+        collector_deferred(self.sockets.message, flow)
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
-        socket = self._sockets.pop(flow, None)
-        if socket is None:
-            return
-        try:
-            self._end_response(flow, socket)
-        except Exception as exc:
-            self._problem(flow, f"WebSocket records incomplete: unexpected error {exc!r}")
-
-    def _rewrite_message(
-        self, flow: http.HTTPFlow, socket: _Socket, message: websocket.WebSocketMessage, number: int
-    ) -> None:
-        connection = socket.connection
-        content = message.content
-        if message.from_client:
-            side = "request"
-            result = connection.client_message(content)
-        else:
-            side = "response"
-            result = connection.server_message(content)
-        for problem in result.problems:
-            self._problem(flow, f"message {number}: {problem}")
-        stats = self._record(flow).setdefault("websocket", {})
-        stats["messages"] = stats.get("messages", 0) + 1
-        stats["responses"] = connection.responses
-        if result.changes:
-            self._note_message(flow, side, result.changes, number)
-            socket.note(result.changes)
-            if not self.observe and result.changed:
-                message.content = result.body
-        if not message.from_client and connection.ended:
-            self._end_response(flow, socket)
-
-    def _note_message(
-        self, flow: http.HTTPFlow, side: str, changes: Sequence[Change], number: int
-    ) -> None:
-        """``_note`` for one WebSocket message: each record says which message it is."""
-        record = self._record(flow)
-        before = len(record.get(side, ()))
-        self._note(flow, side, changes)
-        for change in record.get(side, [])[before:]:
-            change["message"] = number
-
-    def _end_response(self, flow: http.HTTPFlow, socket: _Socket) -> None:
-        """A response on the connection ended (or the connection did): its log line, and the
-        flow's comment brought up to date."""
-        records, omitted = socket.pending, socket.omitted
-        if not records:
-            return
-        socket.pending, socket.omitted = [], 0
-        self._comment(flow)
-        summary = report.summary(records, self.observe)
-        if omitted:
-            summary += f" (+{omitted} more)"
-        label = "toolid (observe)" if self.observe else "toolid"
-        where = f"WebSocket response {socket.connection.responses}"
-        self._log_change(f"{label}: {summary}", _where(flow), where)
+        self.sockets.end(flow)
 
     # --- the work ----------------------------------------------------------------------------
 
     def _rewrite_request(self, flow: http.HTTPFlow, headers: _MessageHeaders) -> None:
         request = flow.request
         if request.stream:
-            self._problem(flow, "request body was streamed; ids not restored")
+            self.records.problem(flow, "request body was streamed; ids not restored")
             return
         content = self._json_body(flow, request, "request", headers)
         if content is None:
@@ -483,7 +375,7 @@ class ToolId:
         rule_set, why = self.destinations.for_request(request.host, request.port, path, content)
         result = toolid.rewrite_request(content, path=path, rules=rule_set, profile=self.profile)
         self._apply(flow, request, "request", headers, result, why=why)
-        self._comment(flow)  # a response's comment is written once, by _finish
+        self.records.comment(flow)  # a response's comment is written once, by records.finish
         self._check_pairing(flow, result)
         if (
             not self.observe
@@ -492,7 +384,7 @@ class ToolId:
         ):
             request.headers["accept-encoding"] = "identity"
         if result.api is not None:
-            self._record(flow)["api"] = result.api.value
+            self.records.of(flow)["api"] = result.api.value
         self._taken[flow] = result.taken
 
     def _check_pairing(self, flow: http.HTTPFlow, result: Rewritten) -> None:
@@ -510,14 +402,14 @@ class ToolId:
             problems = result.pairing_problems()
             if not problems:
                 return
-            self._record(flow)["pairing"] = [problem.record() for problem in problems]
+            self.records.of(flow)["pairing"] = [problem.record() for problem in problems]
             flow.marked = MARK_PROBLEM
             lines = [problem.line() for problem in problems]
             count = f"{len(lines)} pairing problem{'s' if len(lines) != 1 else ''}"
-            logger.warning(f"toolid: {_describe(flow)}: {count}: " + "; ".join(lines))
-            self._comment(flow)
+            logger.warning(f"toolid: {describe(flow)}: {count}: " + "; ".join(lines))
+            self.records.comment(flow)
         except Exception as exc:  # a bug here must not cost the request
-            self._problem(flow, f"pairing not checked: unexpected error {exc!r}")
+            self.records.problem(flow, f"pairing not checked: unexpected error {exc!r}")
 
     def _rewrite_response(self, flow: http.HTTPFlow, response: http.Response) -> None:
         headers = _MessageHeaders(response.headers)
@@ -541,8 +433,8 @@ class ToolId:
     ) -> None:
         """Record what rewriting a body did, and put the new body in (unless observing)."""
         for problem in result.problems:
-            self._problem(flow, problem)
-        self._note(flow, side, result.changes, why)
+            self.records.problem(flow, problem)
+        self.records.note(flow, side, result.changes, why)
         if not self.observe and result.changed:
             _set_body(message, headers, result.body)
 
@@ -561,7 +453,7 @@ class ToolId:
         try:
             content = message.get_content(strict=True)
         except ValueError:  # its message quotes the body's first bytes: never log it
-            self._problem(flow, f"{side} left unchanged: cannot decode body ({encoding})")
+            self.records.problem(flow, f"{side} left unchanged: cannot decode body ({encoding})")
             return None
         return content or None
 
@@ -582,7 +474,7 @@ class ToolId:
             max_event_bytes=self.max_event_bytes,
             framing=framing,
         )
-        self._record(flow)["streamed"] = True
+        self.records.of(flow)["streamed"] = True
         if not self.observe:
             response.headers.pop("content-length", None)  # the size may change
             if stream.decodes:
@@ -613,7 +505,7 @@ class ToolId:
                 else:
                     result = collector_deferred(rewriter.finish)
             except Exception as exc:  # it never raises; should it, the piece as it came
-                self._problem(flow, f"stream rewriting failed: {exc!r}")
+                self.records.problem(flow, f"stream rewriting failed: {exc!r}")
                 return data
             if not data:
                 current.clear()
@@ -621,12 +513,12 @@ class ToolId:
                 try:
                     pending.extend(result.changes)
                     if not data or len(pending) >= DRAIN_EVERY:
-                        self._note(flow, "response", pending)
+                        self.records.note(flow, "response", pending)
                         pending.clear()
                     for problem in result.problems:
-                        self._problem(flow, problem)
+                        self.records.problem(flow, problem)
                 except Exception as exc:  # never let an exception reach mitmproxy's loop
-                    self._problem(flow, f"stream rewriting failed: {exc!r}")
+                    self.records.problem(flow, f"stream rewriting failed: {exc!r}")
             if observe:
                 return data
             return result.body if (result.body or not data) else ()
@@ -644,7 +536,7 @@ class ToolId:
         scheme = signing.signature_of(headers.signing, request.path)
         if scheme is None:
             return False
-        record = self._record(flow)
+        record = self.records.of(flow)
         record["signed"] = scheme
         api = api_from_path(request.path)
         if api is not None:
@@ -653,7 +545,7 @@ class ToolId:
             return True  # not an API call toolid reads (an S3 upload, say): nothing to say
         flow.marked = MARK_SIGNED
         flow.comment = f"toolid: signed request ({scheme}): ids left as they are"
-        self._log_change(flow.comment, _where(flow))
+        self.records.log_change(flow.comment, where(flow))
         return True
 
     # --- scope and bookkeeping ---------------------------------------------------------------
@@ -666,87 +558,6 @@ class ToolId:
         a model from; ``toolid.destination``)."""
         request = flow.request
         return self.destinations.for_request(request.host, request.port, request.path, None).rules
-
-    def _note(
-        self, flow: http.HTTPFlow, side: str, changes: Sequence[Change], why: str = ""
-    ) -> None:
-        """Record changes in the flow's metadata (at most MAX_RECORDS per side) and mark it;
-        ``why``: why the rule set of the changes made under one applied."""
-        if not changes:
-            return
-        record = self._record(flow)
-        records = record.setdefault(side, [])
-        room = max(0, MAX_RECORDS - len(records))
-        new = report.as_records(changes if len(changes) <= room else changes[:room])
-        if why:
-            report.add_why(new, why)
-        records.extend(new)
-        if len(changes) > room:
-            record[f"{side}_omitted"] = record.get(f"{side}_omitted", 0) + len(changes) - room
-        if not flow.marked and any(change.action != "kept" for change in changes):
-            flow.marked = MARK_CHANGED
-
-    def _comment(self, flow: http.HTTPFlow) -> None:
-        """Summarise the flow's records in its comment (once per hook, never per chunk)."""
-        record = flow.metadata.get("toolid")
-        if not record:
-            return
-        requests, responses = record.get("request", ()), record.get("response", ())
-        pairing = record.get("pairing", ())
-        if not (requests or responses or pairing):
-            return
-        omitted = record.get("request_omitted", 0) + record.get("response_omitted", 0)
-        summarised = (len(requests), len(responses), omitted, len(pairing))
-        if self._summarised.get(flow) == summarised:
-            return  # nothing recorded since the comment was written
-        self._summarised[flow] = summarised
-        lines = [f"toolid pairing: {line}" for line in pairing_lines(record)] if pairing else []
-        if requests or responses:
-            records = [*requests, *responses] if requests and responses else requests or responses
-            observe = record["observe"]
-            line = f"toolid{' (observe)' if observe else ''}: {report.summary(records, observe)}"
-            lines.insert(0, f"{line} (+{omitted} more not recorded)" if omitted else line)
-        flow.comment = "\n".join(lines)
-
-    def _problem(self, flow: http.HTTPFlow, message: str) -> None:
-        record = self._record(flow)
-        problems = record.setdefault("problems", [])
-        if not problems:
-            logger.warning(f"toolid: {_describe(flow)}: {message}")
-        problems.append(message)
-        flow.marked = MARK_PROBLEM
-
-    def _record(self, flow: http.HTTPFlow) -> dict[str, Any]:
-        record: dict[str, Any] = flow.metadata.setdefault("toolid", {})
-        record.setdefault("observe", self.observe)
-        return record
-
-    def _finish(self, flow: http.HTTPFlow) -> None:
-        record = flow.metadata.get("toolid")
-        if record and (record.get("request") or record.get("response")):
-            self._comment(flow)
-            # the change line only: the pairing lines were logged as a warning (_check_pairing)
-            self._log_change(flow.comment.partition("\n")[0], _where(flow))
-
-    def _log_change(self, comment: str, where: _Where, detail: str = "") -> None:
-        """Log one flow's change line (INFO): its comment and request. In mitmproxy's event
-        loop, the lines are gathered, and written as one record at most every LOG_EVERY
-        seconds (made then, after the flow's response has gone): mitmproxy hands every record
-        to every addon (about a quarter of a millisecond here, more than rewriting a response
-        costs), a line within a record costs next to nothing."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # not in an event loop (a script, a test): at once
-            logger.info(_change_line(comment, where, detail))
-            return
-        if not self._pending_lines:
-            loop.call_later(LOG_EVERY, self._flush_lines)
-        self._pending_lines.append((comment, where, detail))
-
-    def _flush_lines(self) -> None:
-        lines, self._pending_lines = self._pending_lines, []
-        if lines:
-            logger.info("\n".join(_change_line(*line) for line in lines))
 
 
 def _signed(flow: http.HTTPFlow) -> bool:
@@ -799,59 +610,6 @@ def _set_body(message: http.Message, headers: _MessageHeaders, body: bytes) -> N
 
 def _is_json(content_type: str) -> bool:
     return "json" in content_type.lower()
-
-
-type _Where = tuple[bytes, str, bytes]  # a request's method, host and path, as mitmproxy has them
-
-
-def _where(flow: http.HTTPFlow) -> _Where:
-    data = flow.request.data
-    return data.method, data.host, data.path
-
-
-def _describe(flow: http.HTTPFlow) -> str:
-    """Method, upstream host and path: never headers, query strings or bodies."""
-    return _description(_where(flow))
-
-
-def _description(where: _Where) -> str:
-    """``_describe`` of a request's method, host and path (as the request's properties
-    decode them)."""
-    method, host, path = where
-    path_only = path.decode("utf-8", "surrogateescape").split("?", 1)[0]
-    text = f"{method.decode('utf-8', 'surrogateescape').upper()} {host}{path_only}"
-    if text.isascii():
-        return text
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")  # undecodable path bytes
-
-
-def _change_line(comment: str, where: _Where, detail: str = "") -> str:
-    return f"{comment} [{_description(where)}{', ' + detail if detail else ''}]"
-
-
-class _Socket:
-    """What toolid holds for one open Responses WebSocket."""
-
-    __slots__ = ("connection", "omitted", "pending")
-
-    def __init__(self, connection: toolid.ResponsesConnection) -> None:
-        self.connection = connection
-        # The current response's records, for its log line (at most MAX_RECORDS, then counted)
-        self.pending: list[dict[str, Any]] = []
-        self.omitted = 0
-
-    def note(self, changes: Sequence[Change]) -> None:
-        room = max(0, MAX_RECORDS - len(self.pending))
-        self.pending.extend(report.as_records(changes[:room]))
-        self.omitted += max(0, len(changes) - room)
-
-
-def _responses_upgrade(request: http.Request) -> bool:
-    """Whether a request asks to upgrade a Responses route to WebSocket."""
-    return (
-        request.headers.get("upgrade", "").lower() == "websocket"
-        and api_from_path(request.path) is Api.RESPONSES
-    )
 
 
 def _parse_hosts(option: str, values: Sequence[str]) -> tuple[scope.HostPattern, ...]:

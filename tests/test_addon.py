@@ -20,15 +20,8 @@ from mitmproxy.addons import next_layer
 from mitmproxy.test import taddons, tflow
 
 from addons import toolid_addon, toolid_view
-from addons.toolid_addon import (
-    DRAIN_EVERY,
-    LOG_EVERY,
-    MARK_CHANGED,
-    MARK_PROBLEM,
-    MAX_RECORDS,
-    ToolId,
-    _describe,
-)
+from addons.toolid_addon import DRAIN_EVERY, MARK_CHANGED, MARK_PROBLEM, ToolId
+from addons.toolid_records import LOG_EVERY, MAX_RECORDS, describe
 from toolid import body as body_module
 from toolid import encode
 from toolid import rewrite as rewrite_module
@@ -562,7 +555,7 @@ def test_stream_exception_in_reporting_loses_no_byte(addon, caplog, backend, mon
     stream = flow.response.stream
     first, *rest = chat_stream(RAW).split(b"\n\n")
     assert stream(first + b"\n\n") == first + b"\n\n"
-    monkeypatch.setattr(ToolId, "_note", _boom)
+    monkeypatch.setattr(toolid.records, "note", _boom)
     piece = b"\n\n".join(rest)
     with caplog.at_level(logging.WARNING):
         out = stream(piece)
@@ -663,8 +656,8 @@ def test_a_long_history_records_its_first_restores_and_counts_the_rest(addon):
 def test_a_stream_records_its_changes_in_batches_and_at_its_end(addon, monkeypatch):
     """Per chunk, recording is not paid for: changes are recorded every DRAIN_EVERY, so a
     long stream holds no more than that unrecorded, and the rest at its end."""
-    monkeypatch.setattr("addons.toolid_addon.MAX_RECORDS", 2 * DRAIN_EVERY)
     toolid, _ = addon
+    toolid.records.max_records = 2 * DRAIN_EVERY
     flow = sse_flow()
     toolid.responseheaders(flow)
     for index in range(DRAIN_EVERY + 10):
@@ -712,8 +705,8 @@ def test_describe_reads_the_request_as_mitmproxy_decodes_it(method, path):
     flow.request.data.method, flow.request.data.path = method, path
     request = flow.request
     expected = f"{request.method} {request.host}{request.path.split('?', 1)[0]}"
-    assert _describe(flow) == expected.encode("utf-8", "backslashreplace").decode("utf-8")
-    assert "secret" not in _describe(flow)
+    assert describe(flow) == expected.encode("utf-8", "backslashreplace").decode("utf-8")
+    assert "secret" not in describe(flow)
 
 
 # --- occurrence tags: an upstream that reuses ids ----------------------------------------------

@@ -98,7 +98,7 @@ def test_tags_across_the_turns_of_one_connection(addon):
     assert turn(toolid, flow, create([USER]), KIMI, "resp_1") == {KIMI_1}
     assert turn(toolid, flow, create([output(KIMI_1)], "resp_1"), KIMI, "resp_2") == {KIMI_2}
     toolid.websocket_end(flow)
-    assert flow not in toolid._sockets  # the connection's state goes with it
+    assert flow not in toolid.sockets  # the connection's state goes with it
     other = ws_flow(toolid)  # a new connection starts with what its own frames define
     assert turn(toolid, other, create([output(KIMI_2)], "resp_2"), KIMI, "resp_3") == {KIMI_1}
 
@@ -214,7 +214,7 @@ def test_an_unexpected_error_never_escapes(addon, monkeypatch, caplog):
     def boom(*args: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(toolid, "_rewrite_message", boom)
+    monkeypatch.setattr("toolid.ResponsesConnection.server_message", boom)
     (event,) = response_events([KIMI])[1:2]
     assert send(toolid, flow, event, from_client=False).content is event
     assert flow.marked == MARK_PROBLEM and "boom" in caplog.text
@@ -299,9 +299,9 @@ def test_inspect_reads_websocket_messages_from_a_flow_file(addon, tmp_path, caps
     assert any("message 8 (client)" in r["where"] for r in rows)
 
 
-def test_a_responses_log_line_is_bounded(addon, caplog, monkeypatch):
+def test_a_responses_log_line_is_bounded(addon, caplog):
     toolid, _ = addon
-    monkeypatch.setattr("addons.toolid_addon.MAX_RECORDS", 2)
+    toolid.records.max_records = 2
     caplog.set_level(logging.INFO)
     flow = ws_flow(toolid)
     turn(toolid, flow, create([USER]), KIMI, "resp_1")  # 3 changes: 2 kept, 1 counted
