@@ -353,7 +353,7 @@ class ToolId:
 
     def websocket_start(self, flow: http.HTTPFlow) -> None:
         if self.websocket == "rewrite" and self._in_scope(flow):
-            self.sockets.start(flow, self._rules_for(flow), self.profile)
+            self.sockets.start(flow, self._rules_for, self.profile)
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         collector_deferred(self.sockets.message, flow)

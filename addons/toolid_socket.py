@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mitmproxy import http, websocket
@@ -54,12 +54,18 @@ class ResponsesSockets:
         except Exception as exc:
             self.records.problem(flow, f"WebSocket upgrade passed: unexpected error {exc!r}")
 
-    def start(self, flow: http.HTTPFlow, rule_set: rules.RuleSet | None, profile: Profile) -> None:
-        """A WebSocket opened: hold a connection for it if it is the Responses API's."""
+    def start(
+        self,
+        flow: http.HTTPFlow,
+        rules_for: Callable[[http.HTTPFlow], rules.RuleSet | None],
+        profile: Profile,
+    ) -> None:
+        """A WebSocket opened: hold a connection for it if it is the Responses API's, with the
+        id rules ``rules_for`` gives its upstream."""
         try:
             if api_from_path(flow.request.path) is not Api.RESPONSES:
                 return
-            connection = toolid.ResponsesConnection(rules=rule_set, profile=profile)
+            connection = toolid.ResponsesConnection(rules=rules_for(flow), profile=profile)
             self._sockets[flow] = _Socket(connection)
             record = self.records.of(flow)
             record["api"] = Api.RESPONSES.value
