@@ -9,7 +9,12 @@ machine's drift weighs on them alike, which makes this the way to tell whether a
 row faster. It prints each tree's median time per request, its ratio to the reference and
 what it adds in milliseconds.
 
+``--floor`` adds one more mitmdump, with ``bench/floor_addon.py``: toolid's hooks with nothing
+in them but a stream callable that passes each piece as it came. What it adds to the reference
+no rewriter of streams can avoid; what a tree adds beyond it is that tree's own work.
+
     python -m bench.sidebyside sse.tools . /tmp/old --seconds 8
+    python -m bench.sidebyside sse.tools . --floor
     TOOLID_NATIVE=off python -m bench.sidebyside followup.500 . /tmp/old
 """
 
@@ -38,10 +43,15 @@ def build(tree: Path) -> None:
     subprocess.run([*command, "-o", str(source.with_name(f"_native{suffix}"))], check=True)
 
 
-def _start(tree: Path | None, upstream: int, options: dict[str, str]) -> proxy.Mitmdump:
-    """Plain mitmdump (``tree`` None), or mitmdump with ``tree``'s addon, importing its toolid."""
+#: The script of ``--floor``: toolid's hooks, and a stream callable that passes every piece.
+FLOOR = Path(__file__).with_name("floor_addon.py")
+
+
+def _start(script: Path | None, upstream: int, options: dict[str, str]) -> proxy.Mitmdump:
+    """Plain mitmdump (``script`` None), or mitmdump with ``script`` (a tree's addon imports
+    that tree's toolid)."""
     work = Path(tempfile.mkdtemp(prefix="toolid-sidebyside-"))
-    addon = False if tree is None else tree / "addons" / "toolid_addon.py"
+    addon = False if script is None else script
     return proxy.Mitmdump(work, upstream, addon=addon, options=options, wait=False)
 
 
@@ -54,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("trees", nargs="+", type=Path, help="directories with toolid/, addons/")
     parser.add_argument("--seconds", type=float, default=6.0, help="per proxy (default 6)")
     parser.add_argument("--build", action="store_true", help="compile each tree's native code")
+    parser.add_argument(
+        "--floor", action="store_true", help="also a mitmdump with bench/floor_addon.py"
+    )
     args = parser.parse_args(argv)
     trees = [tree.resolve() for tree in args.trees]
     for tree in trees:
@@ -66,8 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     # Plain mitmdump streams a stream workload's bodies only when told to (the bench's
     # reference); toolid streams them itself, as users run it (``scripts/bench`` likewise).
     reference = {"stream_large_bodies": "1"} if workload.streamed else {}
+    scripts = [tree / "addons" / "toolid_addon.py" for tree in trees]
+    names = [str(tree) for tree in trees]
+    if args.floor:
+        scripts.append(FLOOR)
+        names.append("floor (a pass-through stream callable)")
     targets = [_start(None, upstream.port, reference)]
-    targets += [_start(tree, upstream.port, {}) for tree in trees]
+    targets += [_start(script, upstream.port, {}) for script in scripts]
     try:
         for target in targets:
             target.ready()
@@ -88,10 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         upstream.stop()
     reference = statistics.median(results[0].latencies)
     print(f"{args.workload}: plain mitmdump {reference * 1e3:.2f} ms per request")
-    for tree, result in zip(trees, results[1:], strict=True):
+    for name, result in zip(names, results[1:], strict=True):
         median = statistics.median(result.latencies)
         added = (median - reference) * 1e3
-        print(f"  {tree}: {median * 1e3:.2f} ms, {median / reference:.3f}x, {added:+.2f} ms")
+        print(f"  {name}: {median * 1e3:.2f} ms, {median / reference:.3f}x, {added:+.2f} ms")
     print(f"  ({len(results[0].latencies)} requests to each)")
     return 0
 

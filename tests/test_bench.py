@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mitmproxy.test import tflow
 
 from bench import client, workloads
+from bench.floor_addon import Floor
 from bench.profile import ROOTS, shares, stacks
 from bench.proxy import Upstream
 from bench.run import MODES, TARGET_ROWS, expected_case_ids
@@ -329,20 +331,46 @@ def test_profile_shares_count_the_samples_inside_the_root_only() -> None:
 # --- bench.sidebyside: versions of toolid against each other -----------------------------------
 
 
-def test_sidebyside_runs_a_tree_against_plain_mitmdump() -> None:
-    """This checkout as the one tree: a median, a ratio and the added time for it (their values
-    are the machine's business)."""
+def _sidebyside(*args: str) -> list[str]:
+    """The lines ``python -m bench.sidebyside ARGS`` prints, its proxies run for 0.2 s each."""
     done = subprocess.run(
-        [sys.executable, "-m", "bench.sidebyside", "resp.chat", str(REPO_ROOT), "--seconds", "0.2"],
+        [sys.executable, "-m", "bench.sidebyside", *args, "--seconds", "0.2"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT,
         check=True,
     )
-    lines = done.stdout.splitlines()
+    return done.stdout.splitlines()
+
+
+def test_sidebyside_runs_a_tree_against_plain_mitmdump() -> None:
+    """This checkout as the one tree: a median, a ratio and the added time for it (their values
+    are the machine's business)."""
+    lines = _sidebyside("resp.chat", str(REPO_ROOT))
     assert lines[0].startswith("resp.chat: plain mitmdump ")
-    assert lines[1].startswith(f"  {REPO_ROOT}: ") and "x, " in lines[1], done.stdout
+    assert lines[1].startswith(f"  {REPO_ROOT}: ") and "x, " in lines[1], lines
+
+
+def test_sidebyside_floor_is_one_more_proxy() -> None:
+    """``--floor``: after the trees, the pass-through stream callable's line, on a stream."""
+    lines = _sidebyside("sse.text", str(REPO_ROOT), "--floor")
+    assert lines[1].startswith(f"  {REPO_ROOT}: "), lines
+    assert lines[2].startswith("  floor (a pass-through stream callable): "), lines
+    assert "x, " in lines[2], lines
+
+
+def test_floor_addon_streams_event_streams_as_they_come() -> None:
+    """The floor's callable passes each piece as it came, and only event streams get one."""
+    floor = Floor()
+    flow = tflow.tflow(resp=True)
+    flow.response.headers["content-type"] = "text/event-stream"
+    floor.responseheaders(flow)
+    assert "content-length" not in flow.response.headers
+    assert callable(flow.response.stream) and flow.response.stream(b"data: 1\n") == b"data: 1\n"
+    buffered = tflow.tflow(resp=True)
+    floor.responseheaders(buffered)
+    assert buffered.response.stream is False
 
 
 def test_sidebyside_refuses_a_directory_without_the_addon(tmp_path: Path) -> None:
