@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Final, Literal
 
-from toolid import body, codec
+from toolid import body, codec, eventstream
 from toolid.apis import api_from_path, streamed_route
 from toolid.decide import Change, Direction, Policy
 from toolid.edit import RewriteError
@@ -158,7 +158,7 @@ type Framing = Literal["sse", "eventstream", "json-array"]
 #: The response content type of each framing ``ResponseStream`` reads by its type alone.
 FRAMINGS: Final[dict[str, Framing]] = {
     "text/event-stream": "sse",
-    "application/vnd.amazon.eventstream": "eventstream",
+    eventstream.CONTENT_TYPE: "eventstream",
 }
 
 
