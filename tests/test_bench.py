@@ -361,7 +361,8 @@ def test_sidebyside_floor_is_one_more_proxy() -> None:
 
 
 def test_floor_addon_streams_event_streams_as_they_come() -> None:
-    """The floor's callable passes each piece as it came, and only event streams get one."""
+    """The floor's callable passes each piece as it came, and only streams toolid would stream
+    (``framing_of``) get one."""
     floor = Floor()
     flow = tflow.tflow(resp=True)
     flow.response.headers["content-type"] = "text/event-stream"
