@@ -21,7 +21,10 @@ from mitmproxy import http, websocket
 from toolid_records import FlowRecords, describe, where
 
 import toolid
-from toolid import Api, Change, Profile, api_from_path, report, rules
+from toolid import Change, Profile, api_from_path, apis_framed_as, report, rules
+
+#: The APIs spoken over WebSocket (the Responses API).
+SOCKET_APIS = apis_framed_as("websocket")
 
 logger = logging.getLogger(__name__)
 
@@ -63,12 +66,13 @@ class ResponsesSockets:
         """A WebSocket opened: hold a connection for it if it is the Responses API's, with the
         id rules ``rules_for`` gives its upstream."""
         try:
-            if api_from_path(flow.request.path) is not Api.RESPONSES:
+            api = api_from_path(flow.request.path)
+            if api not in SOCKET_APIS:
                 return
             connection = toolid.ResponsesConnection(rules=rules_for(flow), profile=profile)
             self._sockets[flow] = _Socket(connection)
             record = self.records.of(flow)
-            record["api"] = Api.RESPONSES.value
+            record["api"] = api.value
             record["websocket"] = {"messages": 0, "responses": 0}
         except Exception as exc:
             self.records.problem(flow, f"WebSocket passed unchanged: unexpected error {exc!r}")
@@ -160,5 +164,5 @@ def _responses_upgrade(request: http.Request) -> bool:
     """Whether a request asks to upgrade a Responses route to WebSocket."""
     return (
         request.headers.get("upgrade", "").lower() == "websocket"
-        and api_from_path(request.path) is Api.RESPONSES
+        and api_from_path(request.path) in SOCKET_APIS
     )

@@ -14,7 +14,7 @@ from typing import Any
 from mitmproxy import contentviews, ctx, http, websocket
 
 from toolid import annotate, codec, report
-from toolid.apis import api_from_path
+from toolid.apis import api_from_path, apis_framed_as
 from toolid.positions import Api
 
 
@@ -25,6 +25,7 @@ def api_of(flow: http.HTTPFlow) -> Api | None:
 
 
 _APIS: dict[str, Api] = {api.value: api for api in Api}
+_SOCKET_APIS = apis_framed_as("websocket")  # a WebSocket message of theirs is a document
 
 
 VIEW_PRIORITY = 2.0  # above mitmproxy's JSON view (1): offered first for LLM API flows
@@ -108,7 +109,7 @@ def _message_priority(
 ) -> float:
     if not message.is_text or annotate.body_kind(data) != "json":
         return -1
-    if api_of(flow) is Api.RESPONSES:
+    if api_of(flow) in _SOCKET_APIS:
         return VIEW_PRIORITY
     if len(data) <= _PRIORITY_SCAN_LIMIT and annotate.message_sightings(data, message.from_client):
         return VIEW_PRIORITY

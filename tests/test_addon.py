@@ -1021,9 +1021,9 @@ def test_pairing_problems_are_named_and_the_request_goes_on(addon, caplog):
     comment = flow.comment.splitlines()
     assert comment[0] == f"toolid: 1 restored ({CLIENT} -> {RAW})"
     assert comment[2] == (
-        "toolid pairing: orphan-result call_zzz at messages[3].tool_call_id: OpenAI Chat answers "
-        "\"Invalid parameter: messages with role 'tool' must be a response to a preceeding "
-        "message with 'tool_calls'.\""
+        "toolid pairing: orphan-result call_zzz at messages[3].tool_call_id: "
+        "OpenAI Chat Completions answers \"Invalid parameter: messages with role 'tool' "
+        "must be a response to a preceeding message with 'tool_calls'.\""
     )
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
@@ -1031,7 +1031,8 @@ def test_pairing_problems_are_named_and_the_request_goes_on(addon, caplog):
         "toolid: GET 127.0.0.1/v1/chat/completions: 2 pairing problems: missing-result "
     )
     assert (
-        "; orphan-result call_zzz at messages[3].tool_call_id: OpenAI Chat answers" in (warnings[0])
+        "; orphan-result call_zzz at messages[3].tool_call_id: OpenAI Chat Completions answers"
+        in (warnings[0])
     )
 
 

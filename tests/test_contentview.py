@@ -13,6 +13,7 @@ from toolid_view import VIEW_PRIORITY, ToolIdView
 
 from addons.toolid_addon import ToolId
 from toolid import annotate, encode
+from toolid.apis import RECORDS
 from toolid.positions import Api
 
 DATA = Path(__file__).parent / "data"
@@ -120,7 +121,7 @@ def test_json_bodies_are_annotated(tctx, fixture, api, side, expected):
     assert result.view_name == "toolid"
     assert result.syntax_highlight == "yaml"
     text = result.text
-    assert text.startswith(f"# toolid: {annotate.API_NAMES[api]} {side}")
+    assert text.startswith(f"# toolid: {RECORDS[api].title} {side}")
     for literal, annotation in expected.items():
         # every occurrence of the literal is a position, each carries its annotation
         lines = [line for line in text.splitlines() if literal in line]

@@ -655,22 +655,22 @@ def test_each_pairing_code_in_a_json_body(capsys, tmp_path):
     assert problem_columns(table) == BROKEN_CHAT_PROBLEMS
     lines = summary_lines(table)
     assert lines[1:] == [
-        "orphan-result: 1, first call_zzz at body messages[3].tool_call_id: OpenAI Chat answers "
-        "\"Invalid parameter: messages with role 'tool' must be a response to a preceeding "
-        "message with 'tool_calls'.\"",
-        "missing-result: 1, first call_b at body messages[1].tool_calls[1].id: OpenAI Chat "
-        "answers \"An assistant message with 'tool_calls' must be followed by tool messages "
-        "responding to each 'tool_call_id'. The following tool_call_ids did not have response "
-        'messages: call_b"',
-        'empty-id: 2, first "" at body messages[5].tool_calls[0].id (and 1 more): OpenAI Chat '
-        "answers \"Invalid 'messages[5].tool_calls[0].id': empty string. Expected a string "
-        'with minimum length 1, but got an empty string instead."',
-        "duplicate-call: 1, first call_a at body messages[8].tool_calls[0].id: OpenAI Chat: two "
-        "calls carry one id, so their results cannot be told apart: strict servers reject the "
-        "request, others answer one call twice",
+        "orphan-result: 1, first call_zzz at body messages[3].tool_call_id: "
+        "OpenAI Chat Completions answers \"Invalid parameter: messages with role 'tool' "
+        "must be a response to a preceeding message with 'tool_calls'.\"",
+        "missing-result: 1, first call_b at body messages[1].tool_calls[1].id: "
+        "OpenAI Chat Completions answers \"An assistant message with 'tool_calls' must be "
+        "followed by tool messages responding to each 'tool_call_id'. The following "
+        'tool_call_ids did not have response messages: call_b"',
+        'empty-id: 2, first "" at body messages[5].tool_calls[0].id (and 1 more): '
+        "OpenAI Chat Completions answers \"Invalid 'messages[5].tool_calls[0].id': empty "
+        'string. Expected a string with minimum length 1, but got an empty string instead."',
+        "duplicate-call: 1, first call_a at body messages[8].tool_calls[0].id: "
+        "OpenAI Chat Completions: two calls carry one id, so their results cannot be told "
+        "apart: strict servers reject the request, others answer one call twice",
         "composite-id: 2, first call_x|fc_y at body messages[5].tool_calls[1].id (and 1 more): "
-        "OpenAI Chat: the id joins two ids ('call_...|fc_...') or holds whitespace: strict "
-        "APIs accept [A-Za-z0-9_-]+ only",
+        "OpenAI Chat Completions: the id joins two ids ('call_...|fc_...') or holds "
+        "whitespace: strict APIs accept [A-Za-z0-9_-]+ only",
     ]
 
 

@@ -26,7 +26,6 @@ from toolid.positions import (
     _Each,
     _Key,
     find_ids,
-    history_member,
     history_members,
     positions,
 )
@@ -96,7 +95,6 @@ def test_a_history_is_the_requests_positions_then_its_elements_labels() -> None:
                 for name in HISTORY_LABELS
             ),
         ]
-        assert history_member(api) == members[0]
         assert TABLE[api][Doc.REQUEST][0][0].startswith(members[0])
         assert all(any(p[0].startswith(m) for m in members) for p in TABLE[api][Doc.REQUEST])
     assert history_members(Api.GEMINI) == (

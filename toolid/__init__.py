@@ -17,7 +17,8 @@ Modules the mitmproxy addon reads for its glue: ``scope`` (host patterns), ``rep
 (records and summaries), ``annotate`` (the contentview), ``trace`` (ids in captured flows).
 """
 
-from toolid.apis import api_from_path, streamed_route
+from toolid.apis import RECORDS, api_from_path, apis_framed_as, streamed_route
+from toolid.apis.record import ApiRecord
 from toolid.codec import PROFILES, Profile, decode, encode, passes
 from toolid.decide import Change
 from toolid.occurrence import Taken
@@ -39,8 +40,10 @@ from toolid.websocket import ResponsesConnection
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
     "PROFILES",
+    "RECORDS",
     "RULE_SETS",
     "Api",
+    "ApiRecord",
     "Change",
     "Framing",
     "Profile",
@@ -50,6 +53,7 @@ __all__ = [
     "RuleSet",
     "Taken",
     "api_from_path",
+    "apis_framed_as",
     "check_pairing",
     "decode",
     "encode",

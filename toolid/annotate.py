@@ -24,7 +24,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
 from toolid import codec
-from toolid.apis import api_from_shape
+from toolid.apis import RECORDS, api_from_shape, apis_framed_as
+from toolid.apis.record import Element
 from toolid.positions import DEFINES, Api, Call, Doc, Found, Role, find_ids
 from toolid.report import show, use_of
 from toolid.sse import EventFramer
@@ -34,14 +35,7 @@ Kind = Literal["json", "sse"]
 
 STRICT_RULE: Final = "[A-Za-z0-9_-]+"
 #: The APIs that stream a JSON array, element by element (Gemini without ``?alt=sse``).
-ARRAY_STREAMS: Final = frozenset({Api.GEMINI})
-API_NAMES: Final[dict[Api, str]] = {
-    Api.CHAT: "OpenAI Chat Completions",
-    Api.RESPONSES: "OpenAI Responses",
-    Api.MESSAGES: "Anthropic Messages",
-    Api.CONVERSE: "AWS Bedrock Converse",
-    Api.GEMINI: "Google Gemini",
-}
+ARRAY_STREAMS: Final = apis_framed_as("json-array")
 
 _BOM: Final = b"\xef\xbb\xbf"
 _SSE_START: Final = re.compile(rb"(?:data|event|id|retry)(?::|\r|\n|$)|:")
@@ -222,16 +216,24 @@ def _document_ids(document: Any, doc: Doc | None, api: Api | None, deep: bool) -
     return deep_ids(document) if deep or doc is None else []
 
 
-# Each object is tried as one element of each API, wrapped so the table's own positions
-# apply: (wrapping member, API, kind of document).
-_ELEMENTS: Final[tuple[tuple[str, Api, Doc], ...]] = (
-    ("messages", Api.CHAT, Doc.REQUEST),  # a chat message or a streamed delta
-    ("input", Api.RESPONSES, Doc.REQUEST),  # a Responses item
-    ("content", Api.MESSAGES, Doc.RESPONSE),  # an Anthropic content block
-    ("contents", Api.GEMINI, Doc.REQUEST),  # a Gemini Content (a turn, or a candidate's)
+# Each object is tried as one element of each API (``ApiRecord.elements``), wrapped so the
+# table's own positions apply: (API, the element, the document it is wrapped in built by
+# ``wrapped``, the length of the path the wrapping adds before the object's own).
+_ELEMENTS: Final[tuple[tuple[Api, Element], ...]] = tuple(
+    (api, element) for api, each in RECORDS.items() for element in each.elements
 )
-_CHAT_MEMBERS: Final = frozenset({"tool_calls", "tool_call_id"})
-_BLOCK_MEMBERS: Final = frozenset({"type", "tool_use_id", "caller"})
+
+
+def wrapped(node: dict[str, Any], element: Element) -> tuple[Any, str]:
+    """``node`` as the only element at ``element.wrap`` (members, the last an array), and
+    the path the wrapping puts before the node's own members (``messages[0]``)."""
+    if not element.wrap:
+        return node, ""
+    *members, array = element.wrap.split(".")
+    document: Any = {array: [node]}
+    for member in reversed(members):
+        document = {member: document}
+    return document, f"{element.wrap}[0]"
 
 
 def deep_ids(document: Any) -> list[Sighting]:
@@ -261,24 +263,16 @@ def deep_ids(document: Any) -> list[Sighting]:
 
 
 def _element_ids(node: dict[str, Any], path: str, found: dict[str, Sighting]) -> None:
-    kind = node.get("type")
-    for member, api, doc in _ELEMENTS:
-        if api is Api.CHAT and not _CHAT_MEMBERS.intersection(node):
+    for api, element in _ELEMENTS:
+        if not element.admits(node):
             continue
-        if api is Api.RESPONSES and not isinstance(kind, str):
-            continue
-        if api is Api.MESSAGES and not _BLOCK_MEMBERS.intersection(node):
-            continue
-        if api is Api.GEMINI and "parts" not in node:
-            continue
-        for hit in find_ids({member: [node]}, api, doc):
-            relative = hit.path[len(member) + 3 :]  # drop "member[0]"
+        document, prefix = wrapped(node, element)
+        for hit in find_ids(document, api, element.doc):
+            relative = hit.path[len(prefix) :]
+            if not prefix:
+                relative = "." + relative
             where = f"{path}{relative}" if path else relative.removeprefix(".")
             found.setdefault(where, _sighting(hit, where, api))
-    if isinstance(kind, str) and kind.startswith("response."):
-        for hit in find_ids(node, Api.RESPONSES, Doc.EVENT):
-            where = f"{path}.{hit.path}" if path else hit.path
-            found.setdefault(where, _sighting(hit, where, Api.RESPONSES))
 
 
 def _sighting(found: Found, path: str, api: Api) -> Sighting:
@@ -422,7 +416,7 @@ def _annotate_event(
 
 
 def _header(api: Api | None, what: str, found: list[Found], *extra: str) -> str:
-    name = API_NAMES[api] if api else "API not recognised"
+    name = RECORDS[api].title if api else "API not recognised"
     bad = sum(not codec.is_strict_safe(f.value) for f in found)
     encoded = sum(codec.decode(f.value) != f.value for f in found)
     tagged = sum(codec.occurrence(f.value) > 1 for f in found)

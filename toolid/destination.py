@@ -29,7 +29,7 @@ from typing import Final, NamedTuple
 from urllib.parse import unquote
 
 from toolid import jsonparse, scope
-from toolid.apis import api_from_path
+from toolid.apis import MODEL_ROUTES, api_from_path
 from toolid.positions import Api
 from toolid.report import show
 from toolid.rules import (
@@ -302,25 +302,14 @@ def model_of(content: bytes | None, path: str = "") -> str | None:
     return model_in_path(path) or (model_in_body(content) if content else None)
 
 
-# Paths that name the model (searched in the path without its query): Vertex AI's publisher
-# models (reported as "publisher/model": anthropic/claude-sonnet-4@20250514), Azure OpenAI's
-# deployments, Bedrock Runtime's /model/{modelId}/ operations, Gemini's /models/{model}:method.
-_PATH_MODELS: Final = (
-    re.compile(r"/publishers/(?P<vendor>[^/]+)/models/(?P<model>[^/:]+)"),
-    re.compile(r"/deployments/(?P<model>[^/]+)/"),
-    re.compile(
-        r"/model/(?P<model>[^/]+)/(?:converse|converse-stream|invoke|"
-        r"invoke-with-response-stream|count-tokens)/?$"
-    ),
-    re.compile(r"/models/(?P<model>[^/:]+):[A-Za-z]+$"),
-)
-
-
 @functools.lru_cache(maxsize=1024)
 def model_in_path(path: str) -> str | None:
-    """The model a request path names (query string allowed), or None."""
+    """The model a request path names (query string allowed), or None: each API record's
+    ``model_routes`` (Vertex AI's publisher models, reported as "publisher/model":
+    anthropic/claude-sonnet-4@20250514; Azure OpenAI's deployments; Bedrock Runtime's
+    /model/{modelId}/ operations; Gemini's /models/{model}:method)."""
     route = path.split("?", 1)[0]
-    for pattern in _PATH_MODELS:
+    for pattern in MODEL_ROUTES:
         if (match := pattern.search(route)) is not None:
             model = unquote(match["model"])
             vendor = match.groupdict().get("vendor")

@@ -28,8 +28,9 @@ import re
 from typing import Final
 
 from toolid import body, eventstream
+from toolid.apis import apis_framed_as
 from toolid.eventstream import FrameError, FrameSplitter
-from toolid.positions import Api, Doc
+from toolid.positions import Doc
 from toolid.stream import PieceRewriter
 
 # A chunk's payload (botocore service-2.json PayloadPart: {"bytes": blob}); the base64 literal,
@@ -37,6 +38,9 @@ from toolid.stream import PieceRewriter
 _CHUNK_BYTES: Final = re.compile(rb'"bytes"\s*:\s*"([A-Za-z0-9+/=]*)"')
 _EVENT_TYPE: Final = b":event-type"
 _CHUNK: Final = "chunk"
+# The API whose streamed events are the payloads of eventstream frames themselves (Converse);
+# chunk frames carry another API's events.
+(_FRAMED,) = apis_framed_as("eventstream")
 
 
 class EventStreamRewriter(PieceRewriter):
@@ -49,8 +53,8 @@ class EventStreamRewriter(PieceRewriter):
         # The API inside chunk frames: the request's is Converse for ConverseStream, the
         # model's (Messages, or None: recognised by each event's shape) for
         # InvokeModelWithResponseStream.
-        self._inner = None if self.api is Api.CONVERSE else self.api
-        self._converse_markers = body.id_markers(Api.CONVERSE, Doc.EVENT)
+        self._inner = None if self.api is _FRAMED else self.api
+        self._converse_markers = body.id_markers(_FRAMED, Doc.EVENT)
         self._framer = FrameSplitter()
 
     def _frame(self, data: bytes) -> bytes:
@@ -86,7 +90,7 @@ class EventStreamRewriter(PieceRewriter):
         payload = frame[start : len(frame) - eventstream.CRC]
         if not body.may_hold_ids(payload, self._converse_markers):
             return frame
-        new, _ = self._rewrite(payload, Api.CONVERSE)
+        new, _ = self._rewrite(payload, _FRAMED)
         return frame if new is payload else eventstream.replace_payload(frame, new)
 
     def _event_type(self, frame: bytes) -> object:
@@ -110,7 +114,7 @@ class EventStreamRewriter(PieceRewriter):
             self.problems.append("chunk left unchanged: its bytes are not base64")
             return frame
         new_event, read_as = self._rewrite(event, self._inner)
-        if self._inner is None and read_as is not Api.CONVERSE:
+        if self._inner is None and read_as is not _FRAMED:
             self._inner = read_as  # the model's API, recognised once
         if new_event is event:
             return frame

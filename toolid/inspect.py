@@ -28,7 +28,15 @@ from toolid.annotate import Side, Sighting
 from toolid.apis import api_from_path, api_from_shape
 from toolid.occurrence import CallIds, Taken
 from toolid.pairing import Element, Problem
-from toolid.positions import CALLS_BY_MENTION, DEFINES, Api, Doc, find_ids, path_order
+from toolid.positions import (
+    CALLS_BY_MENTION,
+    DEFINES,
+    Api,
+    Doc,
+    find_ids,
+    history_members,
+    path_order,
+)
 from toolid.trace import Exchange
 
 Format = Literal["json", "jsonl", "sse", "har", "flows"]
@@ -356,7 +364,7 @@ def _line_elements(document: Any, found: Sequence[Sighting]) -> list[tuple[Api |
         element = _resolve(document, path)
         if not isinstance(element, dict):
             continue
-        member = pairing.HISTORIES[api].member
+        member = history_members(api)[0]
         ids = sorted(
             (
                 one._replace(path=_join(path, one.path[len(member) + 3 :]))  # drop "member[0]"

@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from itertools import repeat
 from operator import lt
 from typing import Any, Final, NamedTuple
 
 from toolid import codec, jsonparse
-from toolid.apis import api_from_path
+from toolid.apis import RECORDS, api_from_path
+from toolid.apis.record import CODES, COMPOSITE, DUPLICATE, EMPTY, MISSING, ORPHAN, History
 from toolid.edit import RewriteError
 from toolid.locate import Label, Located, locate
 from toolid.markers import Markers
@@ -45,33 +45,38 @@ from toolid.positions import (
     FOUND_KIND,
     FOUND_ROLE,
     FOUND_VALUE,
-    RESPONSES_CALLS,
     Api,
     Doc,
     Found,
     find_ids,
-    history_member,
     history_members,
     path_order,
     positions,
 )
 from toolid.report import show
 
-ORPHAN: Final = "orphan-result"
-MISSING: Final = "missing-result"
-EMPTY: Final = "empty-id"
-DUPLICATE: Final = "duplicate-call"
-COMPOSITE: Final = "composite-id"
-#: Every code, in the order problems of one position are listed.
-CODES: Final = (ORPHAN, MISSING, EMPTY, DUPLICATE, COMPOSITE)
-
-API_NAMES: Final[dict[Api, str]] = {
-    Api.CHAT: "OpenAI Chat",
-    Api.RESPONSES: "OpenAI Responses",
-    Api.MESSAGES: "Anthropic Messages",
-    Api.CONVERSE: "AWS Bedrock Converse",
-    Api.GEMINI: "Gemini",
-}
+__all__ = [
+    "CODES",
+    "COMPOSITE",
+    "DUPLICATE",
+    "EMPTY",
+    "HISTORIES",
+    "MISSING",
+    "ORPHAN",
+    "Element",
+    "Problem",
+    "check",
+    "check_history",
+    "check_request",
+    "element_path",
+    "history_of",
+    "id_codes",
+    "key_of",
+    "kind_of",
+    "located",
+    "problem",
+    "problem_at",
+]
 
 _COMPOSITE: Final = re.compile(r"[|\s]")
 
@@ -93,8 +98,9 @@ class Problem(NamedTuple):
         return f"{self.code} {show(self.id)} at {self.path}: {self.said()}"
 
     def said(self) -> str:
-        """``OpenAI Chat answers "..."`` (the API's words), or ``OpenAI Chat: ...`` (toolid's)."""
-        name = API_NAMES[self.api]
+        """``Anthropic Messages answers "..."`` (the API's words), or ``Anthropic Messages: ...``
+        (toolid's words), named by the API's title."""
+        name = RECORDS[self.api].title
         return f'{name} answers "{self.message}"' if self.verbatim else f"{name}: {self.message}"
 
     def record(self) -> dict[str, str]:
@@ -109,176 +115,8 @@ class Problem(NamedTuple):
         }
 
 
-# --- per-API facts ---------------------------------------------------------------------------
-
-_PATTERN_TEXT: Final = "String should match pattern '^[a-zA-Z0-9_-]+$'"
-_OPENAI_EMPTY: Final = (
-    "Invalid '{path}': empty string. Expected a string with minimum length 1, "
-    "but got an empty string instead."
-)
-_JOINED: Final = "the id joins two ids ('call_...|fc_...') or holds whitespace: {rule}"
-_GEMINI_COUNT: Final = (
-    "Please ensure that the number of function response parts is equal to the number of "
-    "function call parts of the function call turn."
-)
-
-
-@dataclass(frozen=True, slots=True)
-class History:
-    """What pairing means in one API's request history.
-
-    ``results``: the (kind, member) of the reference positions that are results; ``calls``:
-    those of the definitions that need one, ``call_types`` narrowing them to calls of those
-    ``type`` values (None: every one). A call's results must come after it, before the first
-    later element whose kind (``role``, else ``type``) is in ``closes``; with ``runs``, the
-    closing elements right after the call are its own turn (Responses: parallel calls, a
-    reasoning item, the model's message) and close nothing. ``elsewhere``: root members
-    that say the history is kept by the server (then results may answer calls not sent).
-    ``texts``: the destination's answer per code (or ``code.kind``); a text in ``guesses``
-    is toolid's explanation, not the API's words."""
-
-    name: str
-    results: frozenset[tuple[str, str]]
-    calls: frozenset[tuple[str, str]]
-    closes: frozenset[str]
-    texts: Mapping[str, str]
-    call_types: frozenset[str] | None = None
-    runs: bool = False
-    elsewhere: tuple[str, ...] = ()
-    guesses: frozenset[str] = field(default_factory=frozenset)
-
-    @property
-    def member(self) -> str:
-        """The request member holding the history: the table's first step."""
-        return history_member(Api(self.name))
-
-    @property
-    def members(self) -> tuple[str, ...]:
-        """Every member a request may hold its history in, ``member`` first
-        (``positions.history_members``: Gemini's ``contents``, Code Assist's
-        ``request.contents``)."""
-        return history_members(Api(self.name))
-
-
-# Responses items that the model produces: a run of them is one model turn.
-_RESPONSES_MODEL: Final = frozenset(
-    {
-        "assistant",  # a message item's role
-        "reasoning",
-        *RESPONSES_CALLS,
-        "mcp_call",
-        "mcp_list_tools",
-        "mcp_approval_request",
-        "web_search_call",
-        "file_search_call",
-        "image_generation_call",
-        "code_interpreter_call",
-    }
-)
-
-HISTORIES: Final[dict[Api, History]] = {
-    Api.CHAT: History(
-        "chat",
-        results=frozenset({("call", "tool_call_id")}),
-        calls=frozenset({("call", "id")}),
-        closes=frozenset({"assistant", "user"}),
-        texts={
-            ORPHAN: "Invalid parameter: messages with role 'tool' must be a response to a "
-            "preceeding message with 'tool_calls'.",
-            MISSING: "An assistant message with 'tool_calls' must be followed by tool messages "
-            "responding to each 'tool_call_id'. The following tool_call_ids did not have "
-            "response messages: {id}",
-            EMPTY: _OPENAI_EMPTY,
-            DUPLICATE: "two calls carry one id, so their results cannot be told apart: strict "
-            "servers reject the request, others answer one call twice",
-            COMPOSITE: _JOINED.format(rule="strict APIs accept [A-Za-z0-9_-]+ only"),
-        },
-        guesses=frozenset({DUPLICATE, COMPOSITE}),
-    ),
-    Api.RESPONSES: History(
-        "responses",
-        results=frozenset({("call_id", "call_id")}),
-        calls=frozenset({("call_id", "call_id")}),
-        call_types=frozenset(
-            {"function_call", "custom_tool_call", "computer_call", "shell_call", "apply_patch_call"}
-        ),
-        closes=_RESPONSES_MODEL,
-        runs=True,
-        elsewhere=("previous_response_id", "conversation"),
-        texts={
-            ORPHAN: "No tool call found for function call output with call_id {id}.",
-            MISSING: "No tool output found for function call {id}.",
-            EMPTY: _OPENAI_EMPTY,
-            f"{DUPLICATE}.item": "Duplicate item found with id {id}. Remove duplicate items "
-            "from your input and try again.",
-            DUPLICATE: "two calls carry one call_id, so their outputs cannot be told apart",
-            COMPOSITE: _JOINED.format(
-                rule="OpenAI accepts letters, numbers, underscores or dashes only"
-            ),
-        },
-        guesses=frozenset({DUPLICATE, COMPOSITE}),
-    ),
-    Api.MESSAGES: History(
-        "messages",
-        results=frozenset({("call", "tool_use_id")}),
-        calls=frozenset({("call", "id")}),
-        call_types=frozenset({"tool_use"}),
-        closes=frozenset({"assistant"}),
-        texts={
-            ORPHAN: "{block}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. "
-            "Each `tool_result` block must have a corresponding `tool_use` block in the "
-            "previous message.",
-            MISSING: "{element}: `tool_use` ids were found without `tool_result` blocks "
-            "immediately after: {id}. Each `tool_use` block must have a corresponding "
-            "`tool_result` block in the next message.",
-            EMPTY: "{member}: " + _PATTERN_TEXT,
-            DUPLICATE: "{block}: `tool_use` ids must be unique",
-            COMPOSITE: "{member}: " + _PATTERN_TEXT,
-        },
-    ),
-    # Bedrock answers a broken pairing with a ValidationException (TOOL_USE_RESULT_MISMATCH
-    # in its model errors); its exact words are not known here: every text is toolid's.
-    Api.CONVERSE: History(
-        "converse",
-        results=frozenset({("call", "toolUseId")}),
-        calls=frozenset({("call", "toolUseId")}),
-        closes=frozenset({"assistant"}),
-        texts={
-            ORPHAN: "a toolResult block answers toolUseId {id}, which no toolUse block of the "
-            "previous turn has (ValidationException)",
-            MISSING: "the toolUse block {id} has no toolResult block in the next message "
-            "(ValidationException)",
-            EMPTY: "toolUseId must be 1 to 64 characters of [a-zA-Z0-9_.:-]",
-            DUPLICATE: "two toolUse blocks carry one toolUseId {id}",
-            COMPOSITE: "toolUseId must be 1 to 64 characters of [a-zA-Z0-9_.:-]",
-        },
-        guesses=frozenset(CODES),
-    ),
-    # Gemini pairs the functionResponse parts of a user turn with the functionCall parts of
-    # the model turn before it by their number and order, and answers a request whose counts
-    # differ with the text below (gemini-cli issues #4504, #13292, #16132: the 400 every
-    # gemini-cli user met when parallel calls were merged). Relays in front of Gemini's
-    # Code Assist backends also check the ids pairwise ("functionResponse.id ... does not
-    # match functionCall.id", router-for-me/CLIProxyAPI#5199). The other texts are toolid's.
-    Api.GEMINI: History(
-        "gemini",
-        results=frozenset({("call", "id")}),
-        calls=frozenset({("call", "id")}),
-        closes=frozenset({"model"}),
-        texts={
-            ORPHAN: "a functionResponse part answers id {id}, which no functionCall part of "
-            "the model turn before it has: Gemini pairs them by number and order, relays by "
-            'id ("functionResponse.id ... does not match functionCall.id")',
-            MISSING: _GEMINI_COUNT,
-            EMPTY: "the id is empty: only its position pairs it with its call",
-            DUPLICATE: "two functionCall parts carry one id {id}: a client that keys calls by "
-            "id (gemini-cli) runs one and answers one, and Gemini answers "
-            f'"{_GEMINI_COUNT}"',
-            COMPOSITE: _JOINED.format(rule="ids are compared as they are, byte for byte"),
-        },
-        guesses=frozenset({ORPHAN, EMPTY, DUPLICATE, COMPOSITE}),
-    ),
-}
+#: What pairing means in each API's request history (``ApiRecord.history``).
+HISTORIES: Final[dict[Api, History]] = {api: each.history for api, each in RECORDS.items()}
 
 
 @functools.lru_cache(maxsize=65536)  # pure; a history names each id twice, every turn again
@@ -351,7 +189,7 @@ def element_path(api: Api, path: str) -> str:
 @functools.cache
 def _element_suffix(api: Api) -> re.Pattern[str]:
     """What follows the element in each of the table's request positions, as one regex."""
-    members = HISTORIES[api].members
+    members = history_members(api)
     rests = set()
     for position in positions(api, Doc.REQUEST):
         member = next(m for m in members if position.notation.startswith(m))
@@ -395,7 +233,8 @@ def _check_located(content: bytes, located: Located) -> list[Problem]:
     api, spec = located.api, HISTORIES[located.api]
     ids, labels = located.found, located.labels or []
     first = ids[0].path if ids else labels[0][0] if labels else ""
-    member = next((m for m in spec.members if _in_member(first, m)), spec.member)
+    members = history_members(api)
+    member = next((m for m in members if _in_member(first, m)), members[0])
     document = located.document
     numbers = _element_numbers([one.path for one in ids], member)
     if numbers is None:
@@ -474,7 +313,7 @@ def _pairing_markers(api: Api | None) -> Markers:
     (``tool_calls``). Sharper than the rewriting markers, which every Chat request spells."""
     words: list[bytes] = []
     for each in Api if api is None else (api,):
-        members = HISTORIES[each].members
+        members = history_members(each)
         for position in positions(each, Doc.REQUEST):
             member = next(m for m in members if position.notation.startswith(m))
             steps = re.findall(r"\[[^\]]*\]|[^.\[\]]+", position.notation.removeprefix(member))
@@ -527,9 +366,9 @@ def check(document: Any, api: Api, found: Iterable[Found] | None = None) -> list
 
 
 def history_of(document: Any, api: Api) -> tuple[str, list[Any]]:
-    """Where a request document holds its history (the first of ``History.members`` it has)
+    """Where a request document holds its history (the first of ``history_members`` it has)
     and the history's elements (an object there: its one element); ``("", [])``: none."""
-    for member in HISTORIES[api].members:
+    for member in history_members(api):
         node = document
         for name in member.split("."):
             node = node.get(name) if isinstance(node, dict) else None

@@ -1,6 +1,7 @@
 """The one table of where tool-call ids live, per API and per kind of document.
 
-Positions are written in the notation of ``docs/positions.md``:
+The table is read off the API records (``toolid.apis``): each record's ``positions``, in the
+notation of ``docs/positions.md``:
 
 - ``key`` steps into an object's member;
 - ``[]`` steps into every element of an array (an object is its own single element);
@@ -12,227 +13,25 @@ result, an event about a call). Each id found in a response or event also carrie
 number of the call it belongs to (choice and tool-call index, Responses output_index,
 Messages content-block index, Converse contentBlockIndex), so every mention of one call
 can get one client id; in the APIs of ``CALLS_BY_MENTION`` (Gemini) every definition is a call
-of its own. This module is data plus the walker that reads it (the table compiled
-once into one generated function per API and kind of document); it knows nothing of bytes.
+of its own. This module is the table plus the walker that reads it; it knows nothing of bytes.
 """
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Final, NamedTuple
 
+from toolid.apis import RECORDS
+from toolid.apis.record import DEFINES, LABELS, REFERS, Api, Doc, Entry, Role
 
-class Api(enum.StrEnum):
-    """The LLM APIs whose tool-call ids toolid knows."""
+__all__ = ["DEFINES", "LABELS", "REFERS", "Api", "Doc", "Entry", "Role"]
 
-    CHAT = "chat"
-    RESPONSES = "responses"
-    MESSAGES = "messages"
-    CONVERSE = "converse"  # AWS Bedrock Converse and ConverseStream
-    GEMINI = "gemini"  # Google's generateContent: the Gemini API, Vertex AI, Code Assist
-
-
-class Role(enum.StrEnum):
-    """What an id position does: define a tool call, or refer to one defined elsewhere."""
-
-    DEFINES = "defines"  # a call's own id (Chat tool_calls[].id, tool_use.id, call_id of a call)
-    REFERS = "refers"  # a result's or an event's pointer to a call (tool_call_id, tool_use_id)
-    LABELS = "labels"  # not an id: a history element's role or type, which pairing reads
-
-
-DEFINES: Final = Role.DEFINES
-REFERS: Final = Role.REFERS
-LABELS: Final = Role.LABELS
-
-# A position in the table: its notation, its role, and the kind of id it holds. Kinds pair
-# references with calls (a reference points at a call whose definition is of its kind) and
-# name the positions destination rules apply to (``rules.RuleSet.kinds``):
-# - ``call``: a tool call's id (Chat tool_calls[].id, Messages tool_use.id) and what points at it;
-# - ``call_id``: a Responses call item's ``call_id``, and the outputs' ``call_id``;
-# - ``item``: a Responses item's own ``id``, and what points at an item by it.
-type Entry = tuple[str, Role, str]
-
-
-class Doc(enum.StrEnum):
-    """Which kind of JSON document the ids are looked for in."""
-
-    REQUEST = "request"
-    RESPONSE = "response"
-    EVENT = "event"  # one streamed (SSE) event's data
-    # A request read for pairing as well: its ids, then the role and type of each element of
-    # its history (the array its positions start in), the LABELS positions ``HISTORY_LABELS``
-    # adds to the request's, so that rewriting and checking a request read it once.
-    HISTORY = "history"
-
-
-# --- the table -------------------------------------------------------------------------------
-
-#: The Responses items that are tool calls the client runs (each defines its call_id).
-RESPONSES_CALLS: Final = (
-    "function_call",
-    "custom_tool_call",
-    "computer_call",
-    "local_shell_call",
-    "shell_call",
-    "apply_patch_call",
-)
-_RESPONSES_CALLS = "|".join(RESPONSES_CALLS)
-_RESPONSES_OUTPUTS = (
-    "function_call_output|custom_tool_call_output|computer_call_output|shell_call_output"
-    "|apply_patch_call_output"
-)
-# Items whose own id is defined by them (every tool item, server-side ones included).
-_RESPONSES_DEFINING_IDS = (
-    f"{_RESPONSES_CALLS}|mcp_call|mcp_approval_request|mcp_approval_response"
-    "|web_search_call|file_search_call|image_generation_call|code_interpreter_call"
-)
-# Streamed Responses events that name a tool item by its id (message and reasoning events
-# carry item_id too; those items' ids are not positions, so neither is their item_id).
-_RESPONSES_TOOL_EVENTS = "|".join(
-    f"response.{event}"
-    for event in (
-        "function_call_arguments.delta",
-        "function_call_arguments.done",
-        "custom_tool_call_input.delta",
-        "custom_tool_call_input.done",
-        "mcp_call_arguments.delta",
-        "mcp_call_arguments.done",
-        "mcp_call.in_progress",
-        "mcp_call.completed",
-        "mcp_call.failed",
-        "web_search_call.in_progress",
-        "web_search_call.searching",
-        "web_search_call.completed",
-        "file_search_call.in_progress",
-        "file_search_call.searching",
-        "file_search_call.completed",
-        "code_interpreter_call.in_progress",
-        "code_interpreter_call.interpreting",
-        "code_interpreter_call.completed",
-        "code_interpreter_call_code.delta",
-        "code_interpreter_call_code.done",
-        "image_generation_call.in_progress",
-        "image_generation_call.generating",
-        "image_generation_call.partial_image",
-        "image_generation_call.completed",
-    )
-)
-# Positions inside one Responses item (relative to the item), each with its role: a call
-# item's call_id and id define it; outputs, references and approvals refer to one.
-_RESPONSES_ITEM: tuple[Entry, ...] = (
-    (f"[type={_RESPONSES_CALLS}].call_id", DEFINES, "call_id"),
-    (f"[type={_RESPONSES_OUTPUTS}].call_id", REFERS, "call_id"),
-    (f"[type={_RESPONSES_DEFINING_IDS}].id", DEFINES, "item"),
-    ("[type=local_shell_call_output|item_reference].id", REFERS, "item"),
-    ("[type=mcp_approval_response].approval_request_id", REFERS, "item"),
-)
-
-# Positions inside one Anthropic content block (relative to the block).
-_MESSAGES_BLOCK: tuple[Entry, ...] = (
-    ("[type=tool_use|server_tool_use|mcp_tool_use].id", DEFINES, "call"),
-    ("[].tool_use_id", REFERS, "call"),
-    ("[].caller.tool_id", REFERS, "call"),
-)
-
-
-# Positions inside one Bedrock Converse content block (relative to the block). From botocore's
-# service model, data/bedrock-runtime/2023-09-30/service-2.json (botocore 1.44.8): a
-# ContentBlock's ``toolUse`` is a ToolUseBlock and its ``toolResult`` a ToolResultBlock, each
-# with a ``toolUseId`` (shape ToolUseId). Blocks are unions: the member names the kind, there
-# is no ``type`` to filter on.
-_CONVERSE_BLOCK: tuple[Entry, ...] = (
-    ("[].toolUse.toolUseId", DEFINES, "call"),
-    ("[].toolResult.toolUseId", REFERS, "call"),
-)
-
-
-# Positions inside one Gemini Content (relative to the content): its parts are unions, the
-# member names the kind. From python-genai's types.py (google-genai 3.3.0): ``Part.function_call``
-# (FunctionCall: ``id``, "Optional. The unique id of the function call. If populated, the client
-# to execute the function_call and return the response with the matching id.") and
-# ``Part.function_response`` (FunctionResponse: ``id``, "Optional. The id of the function call
-# this response is for. Populated by the client to match the corresponding function call id.");
-# on the wire camelCase, as in Google's REST reference (ai.google.dev/api/caching#FunctionCall).
-# A part's ``thoughtSignature`` sits beside ``functionCall``: it is no position, so its bytes
-# never change.
-_GEMINI_CONTENT: tuple[Entry, ...] = (
-    ("parts[].functionCall.id", DEFINES, "call"),
-    ("parts[].functionResponse.id", REFERS, "call"),
-)
-# A GenerateContentRequest's history (``contents``), and a GenerateContentResponse's calls:
-# ``candidates[].content`` (Candidate.content; a candidate's ``index`` numbers it).
-_GEMINI_REQUEST: Final = tuple(
-    (f"contents[].{path}", role, kind) for path, role, kind in _GEMINI_CONTENT
-)
-_GEMINI_RESPONSE: Final = (("candidates[].content.parts[].functionCall.id", DEFINES, "call"),)
-
-
-def _under(prefix: str, relative: tuple[Entry, ...]) -> tuple[Entry, ...]:
-    return tuple((prefix + path, role, kind) for path, role, kind in relative)
-
-
+#: Every API's positions, per kind of document (``ApiRecord.positions``).
 TABLE: Final[dict[Api, dict[Doc, tuple[Entry, ...]]]] = {
-    Api.CHAT: {
-        Doc.REQUEST: (
-            ("messages[].tool_calls[].id", DEFINES, "call"),
-            ("messages[].tool_call_id", REFERS, "call"),
-        ),
-        Doc.RESPONSE: (("choices[].message.tool_calls[].id", DEFINES, "call"),),
-        Doc.EVENT: (("choices[].delta.tool_calls[].id", DEFINES, "call"),),
-    },
-    Api.RESPONSES: {
-        Doc.REQUEST: _under("input", _RESPONSES_ITEM),
-        Doc.RESPONSE: _under("output", _RESPONSES_ITEM),
-        Doc.EVENT: (
-            *_under("item", _RESPONSES_ITEM),
-            *_under("response.output", _RESPONSES_ITEM),
-            (f"[type={_RESPONSES_TOOL_EVENTS}].item_id", REFERS, "item"),
-        ),
-    },
-    Api.MESSAGES: {
-        Doc.REQUEST: _under("messages[].content", _MESSAGES_BLOCK),
-        Doc.RESPONSE: _under("content", _MESSAGES_BLOCK),
-        Doc.EVENT: (
-            *_under("content_block", _MESSAGES_BLOCK),
-            *_under("message.content", _MESSAGES_BLOCK),
-        ),
-    },
-    # Bedrock Converse (service-2.json): ConverseRequest.messages[] (Message.content[]), and
-    # CountTokens' CountTokensInput.converse (ConverseTokensRequest.messages[]);
-    # ConverseResponse.output (ConverseOutput.message); a ConverseStream event is one
-    # eventstream frame, ``:event-type`` contentBlockStart, whose payload is a
-    # ContentBlockStartEvent: ``start`` (ContentBlockStart: toolUse is a ToolUseBlockStart,
-    # toolResult a ToolResultBlockStart) and ``contentBlockIndex``.
-    Api.CONVERSE: {
-        Doc.REQUEST: (
-            *_under("messages[].content", _CONVERSE_BLOCK),
-            *_under("input.converse.messages[].content", _CONVERSE_BLOCK),
-        ),
-        Doc.RESPONSE: _under("output.message.content", _CONVERSE_BLOCK),
-        Doc.EVENT: (
-            ("start.toolUse.toolUseId", DEFINES, "call"),
-            ("start.toolResult.toolUseId", REFERS, "call"),
-        ),
-    },
-    # Gemini's generateContent, streamGenerateContent and countTokens (the Gemini API, Vertex
-    # AI): the GenerateContentRequest at the root; countTokens may wrap one as
-    # ``generateContentRequest``; Code Assist (``/v1internal:...``, gemini-cli's Google login)
-    # wraps the request as ``request`` and the response as ``response`` (gemini-cli
-    # packages/core/src/code_assist/converter.ts: CAGenerateContentRequest,
-    # CaGenerateContentResponse). A streamed chunk is a whole GenerateContentResponse.
-    Api.GEMINI: {
-        Doc.REQUEST: (
-            *_GEMINI_REQUEST,
-            *_under("request.", _GEMINI_REQUEST),
-            *_under("generateContentRequest.", _GEMINI_REQUEST),
-        ),
-        Doc.RESPONSE: (*_GEMINI_RESPONSE, *_under("response.", _GEMINI_RESPONSE)),
-        Doc.EVENT: (*_GEMINI_RESPONSE, *_under("response.", _GEMINI_RESPONSE)),
-    },
+    api: dict(each.positions) for api, each in RECORDS.items()
 }
 
 #: The members of a history element pairing reads (its ``role``, else its ``type``).
@@ -246,11 +45,6 @@ def history_members(api: Api) -> tuple[str, ...]:
     return tuple(dict.fromkeys(entry[0].split("[", 1)[0] for entry in TABLE[api][Doc.REQUEST]))
 
 
-def history_member(api: Api) -> str:
-    """The request member holding the history: the first of ``history_members``."""
-    return history_members(api)[0]
-
-
 def _history(api: Api) -> tuple[Entry, ...]:
     """A request's positions, then the labels of each element of its history (wherever the
     request may hold it)."""
@@ -262,16 +56,16 @@ def _history(api: Api) -> tuple[Entry, ...]:
     return (*TABLE[api][Doc.REQUEST], *labels)
 
 
-# In a streamed event, the member of the event itself that numbers the call it is about
-# (Responses output_index, Messages content-block index, Converse contentBlockIndex); array
-# elements are numbered by their own ELEMENT_NUMBER member (Chat choices and tool-call
-# deltas) or else their position.
-EVENT_CALL_NUMBERS: Final = ("output_index", "index", "contentBlockIndex")
-# APIs whose calls carry no number that ties the mentions of one call together: a Gemini
-# functionCall part is a whole call, and a stream sends each in a chunk of its own, parts
-# numbered from 0 again in every chunk (no index). There every definition is a call of its
-# own, so two calls with one raw id get two client ids.
-CALLS_BY_MENTION: Final = frozenset({Api.GEMINI})
+# In a streamed event, the members of the event itself that number the call it is about (each
+# API's ``event_call_number``: Responses output_index, Messages content-block index, Converse
+# contentBlockIndex), the first one an event holds; array elements are numbered by their own
+# ELEMENT_NUMBER member (Chat choices and tool-call deltas) or else their position.
+EVENT_CALL_NUMBERS: Final = tuple(
+    dict.fromkeys(e.event_call_number for e in RECORDS.values() if e.event_call_number)
+)
+#: APIs whose calls carry no number that ties the mentions of one call together: there
+#: every definition is a call of its own (``ApiRecord.calls_by_mention``).
+CALLS_BY_MENTION: Final = frozenset(api for api, e in RECORDS.items() if e.calls_by_mention)
 ELEMENT_NUMBER: Final = "index"
 TYPE: Final = "type"  # the member ``[type=...]`` filters on
 

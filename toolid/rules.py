@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 from toolid import codec
+from toolid.apis import untaken_model_rules
 from toolid.positions import DEFINES, TYPE, Api, Found
 
 _BASE62: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -232,7 +233,7 @@ DEFAULT_MODEL_RULES: Final[tuple[str, ...]] = (
     "anthropic/*=anthropic",
 )
 #: Built-in model rules that requests of these APIs (named by their path) do not take.
-MODEL_RULES_NOT_IN: Final[dict[str, frozenset[Api]]] = {"claude-*": frozenset({Api.MESSAGES})}
+MODEL_RULES_NOT_IN: Final[dict[str, frozenset[Api]]] = untaken_model_rules()
 
 
 class Sent(NamedTuple):

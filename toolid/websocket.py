@@ -32,10 +32,11 @@ import re
 from typing import Final
 
 from toolid import body, codec
+from toolid.apis import apis_framed_as
 from toolid.decide import Direction, Policy
 from toolid.edit import RewriteError
 from toolid.occurrence import CallIds, Taken
-from toolid.positions import Api, Doc
+from toolid.positions import Doc
 from toolid.rewrite import Rewritten, _rule_set, rewrite_request
 from toolid.rules import RuleSet
 
@@ -51,6 +52,7 @@ _LIFECYCLE: Final = re.compile(
 _CREATE: Final = re.compile(rb'"type"\s*:\s*"response\.create"')
 _ENDS: Final = frozenset({b"response.completed", b"response.failed", b"response.incomplete"})
 _LAZY_FRAMES: Final = 8  # client messages whose taken ids are read only when asked
+(_API,) = apis_framed_as("websocket")  # the one API spoken over WebSocket (Responses)
 
 
 class ResponsesConnection:
@@ -87,9 +89,7 @@ class ResponsesConnection:
     def client_message(self, content: bytes) -> Rewritten:
         """A text message from the client: a Responses request (``response.create``)."""
         try:
-            result = rewrite_request(
-                content, api=Api.RESPONSES, rules=self._rules, profile=self.profile
-            )
+            result = rewrite_request(content, api=_API, rules=self._rules, profile=self.profile)
             if _CREATE.search(content) is not None:
                 self._fresh = True
             self._take(result.taken)
@@ -111,17 +111,15 @@ class ResponsesConnection:
             calls = self._calls
             assert calls is not None
             try:
-                new, plan = body.rewrite(content, Api.RESPONSES, Doc.EVENT, self._encode, calls)
+                new, plan = body.rewrite(content, _API, Doc.EVENT, self._encode, calls)
             except RewriteError as exc:
-                return Rewritten(
-                    content, problems=(f"event left unchanged: {exc}",), api=Api.RESPONSES
-                )
+                return Rewritten(content, problems=(f"event left unchanged: {exc}",), api=_API)
         except Exception as exc:
             logger.debug("toolid websocket rewriter failed", exc_info=True)
             return Rewritten(
                 content, problems=(f"message left unchanged: unexpected error {exc!r}",)
             )
-        return Rewritten(new, plan.changes, (), Api.RESPONSES)
+        return Rewritten(new, plan.changes, (), _API)
 
     def _begin(self) -> None:
         """A new response: the previous one's client ids are taken from now on."""

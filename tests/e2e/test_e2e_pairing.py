@@ -72,10 +72,10 @@ GEMINI_HISTORY = {
 HISTORIES["gemini"] = GEMINI_HISTORY
 HISTORIES["code_assist"] = {"model": "gemini-2.5-pro", "request": GEMINI_HISTORY}
 GEMINI_EXPECTED = [
-    f"missing-result {CLIENT} at {{at}}contents[1].parts[0].functionCall.id: Gemini answers "
+    f"missing-result {CLIENT} at {{at}}contents[1].parts[0].functionCall.id: Google Gemini answers "
     '"Please ensure that the number of function response parts is equal to the number of '
     'function call parts of the function call turn."',
-    "orphan-result call_zzz at {at}contents[4].parts[0].functionResponse.id: Gemini: a "
+    "orphan-result call_zzz at {at}contents[4].parts[0].functionResponse.id: Google Gemini: a "
     "functionResponse part answers id call_zzz, which no functionCall part of the model turn "
     "before it has",
 ]
@@ -83,9 +83,9 @@ EXPECTED: dict[API, list[str]] = {
     "gemini": [line.format(at="") for line in GEMINI_EXPECTED],
     "code_assist": [line.format(at="request.") for line in GEMINI_EXPECTED],
     "chat": [
-        f"missing-result {CLIENT} at messages[1].tool_calls[0].id: OpenAI Chat answers "
+        f"missing-result {CLIENT} at messages[1].tool_calls[0].id: OpenAI Chat Completions answers "
         '"An assistant message with',
-        "orphan-result call_zzz at messages[3].tool_call_id: OpenAI Chat answers "
+        "orphan-result call_zzz at messages[3].tool_call_id: OpenAI Chat Completions answers "
         "\"Invalid parameter: messages with role 'tool' must be a response to a preceeding "
         "message with 'tool_calls'.\"",
     ],

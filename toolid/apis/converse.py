@@ -1,0 +1,115 @@
+"""AWS Bedrock Converse and ConverseStream (and CountTokens, whose input holds a Converse
+request).
+
+From botocore's service model, data/bedrock-runtime/2023-09-30/service-2.json (botocore
+1.44.8): a ContentBlock's ``toolUse`` is a ToolUseBlock and its ``toolResult`` a
+ToolResultBlock, each with a ``toolUseId`` (shape ToolUseId). Blocks are unions: the member
+names the kind, there is no ``type`` to filter on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from toolid.apis.record import (
+    CODES,
+    COMPOSITE,
+    DEFINES,
+    DUPLICATE,
+    EMPTY,
+    MISSING,
+    ORPHAN,
+    REFERS,
+    Api,
+    ApiRecord,
+    Doc,
+    Element,
+    Entry,
+    History,
+    Route,
+    some_message,
+    under,
+)
+
+# Positions inside one content block (relative to the block).
+_BLOCK: tuple[Entry, ...] = (
+    ("[].toolUse.toolUseId", DEFINES, "call"),
+    ("[].toolResult.toolUseId", REFERS, "call"),
+)
+_TOOL_BLOCKS: Final = frozenset({"toolUse", "toolResult"})
+_ID_RULE: Final = "toolUseId must be 1 to 64 characters of [a-zA-Z0-9_.:-]"
+
+
+def _request(document: Mapping[str, Any]) -> bool:
+    def tool_blocks(message: dict[str, Any]) -> bool:
+        content = message.get("content")
+        return isinstance(content, list) and any(
+            isinstance(block, dict) and not _TOOL_BLOCKS.isdisjoint(block) for block in content
+        )
+
+    return some_message(document, tool_blocks)
+
+
+def _answer(document: Mapping[str, Any]) -> bool:
+    output = document.get("output")
+    return (isinstance(output, dict) and isinstance(output.get("message"), dict)) or isinstance(
+        document.get("contentBlockIndex"), int
+    )  # a Converse response, a ConverseStream event
+
+
+RECORD: Final = ApiRecord(
+    api=Api.CONVERSE,
+    title="AWS Bedrock Converse",
+    # Bedrock Runtime's requestUri: Converse, ConverseStream, CountTokens under /model/{modelId}/
+    routes=(Route(re.compile(r"/model/[^/]+/(?:converse|converse-stream|count-tokens)/?$")),),
+    request_shape=_request,
+    answer_shape=_answer,
+    # ConverseRequest.messages[] (Message.content[]), and CountTokens'
+    # CountTokensInput.converse (ConverseTokensRequest.messages[]); ConverseResponse.output
+    # (ConverseOutput.message); a ConverseStream event is one eventstream frame, ``:event-type``
+    # contentBlockStart, whose payload is a ContentBlockStartEvent: ``start``
+    # (ContentBlockStart: toolUse is a ToolUseBlockStart, toolResult a ToolResultBlockStart)
+    # and ``contentBlockIndex``.
+    positions={
+        Doc.REQUEST: (
+            *under("messages[].content", _BLOCK),
+            *under("input.converse.messages[].content", _BLOCK),
+        ),
+        Doc.RESPONSE: under("output.message.content", _BLOCK),
+        Doc.EVENT: (
+            ("start.toolUse.toolUseId", DEFINES, "call"),
+            ("start.toolResult.toolUseId", REFERS, "call"),
+        ),
+    },
+    event_call_number="contentBlockIndex",
+    # Bedrock answers a broken pairing with a ValidationException (TOOL_USE_RESULT_MISMATCH in
+    # its model errors); its exact words are not known here: every text is toolid's.
+    history=History(
+        results=frozenset({("call", "toolUseId")}),
+        calls=frozenset({("call", "toolUseId")}),
+        closes=frozenset({"assistant"}),
+        texts={
+            ORPHAN: "a toolResult block answers toolUseId {id}, which no toolUse block of the "
+            "previous turn has (ValidationException)",
+            MISSING: "the toolUse block {id} has no toolResult block in the next message "
+            "(ValidationException)",
+            EMPTY: _ID_RULE,
+            DUPLICATE: "two toolUse blocks carry one toolUseId {id}",
+            COMPOSITE: _ID_RULE,
+        },
+        guesses=frozenset(CODES),
+    ),
+    # Each ConverseStream event is the payload of one eventstream frame.
+    framings=frozenset({"eventstream"}),
+    elements=(Element("output.message.content", Doc.RESPONSE, needs=_TOOL_BLOCKS),),
+    # Bedrock Runtime: /model/{modelId}/converse, .../invoke, ... (InvokeModel carries another
+    # API's body, but the path names the model all the same)
+    model_routes=(
+        re.compile(
+            r"/model/(?P<model>[^/]+)/(?:converse|converse-stream|invoke|"
+            r"invoke-with-response-stream|count-tokens)/?$"
+        ),
+    ),
+)
