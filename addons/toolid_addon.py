@@ -218,7 +218,7 @@ class ToolId:
             "network.",
         )
         loader.add_option(
-            toolid_checks.OPEN_PROXY_OPTION,
+            "toolid_open_proxy",  # toolid_checks.OPEN_PROXY_OPTION
             bool,
             False,
             "Listen beyond loopback without proxyauth (anyone who reaches the port may use "
