@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any, Final
 
+from toolid.memo import memo
 from toolid.positions import Api, Doc
 
 _GEMINI_ROUTE: Final = re.compile(
@@ -59,7 +59,7 @@ def api_from_path(path: str) -> Api | None:
     return _api_of_route(path.split("?", 1)[0])
 
 
-@functools.lru_cache(maxsize=1024)  # an agent calls a handful of routes, again and again
+@memo(64 * 1024)  # an agent calls a handful of routes, again and again
 def _api_of_route(path: str) -> Api | None:
     for pattern, api, veto in _PATH_RULES:
         if pattern.search(path) and not (veto and veto.search(path)):
