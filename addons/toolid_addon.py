@@ -12,13 +12,15 @@ every tool-call id annotated, see ``toolid.annotate``) and the commands ``toolid
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import importlib.util
 import logging
 import re
 import sys
+import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -33,8 +35,10 @@ if importlib.util.find_spec("toolid") is None:
 if importlib.util.find_spec("toolid_view") is None:
     sys.path.append(str(Path(__file__).resolve().parent))
 
+import toolid_checks
 from toolid_records import MARK_CHANGED, MARK_PROBLEM, MARK_SIGNED, FlowRecords, describe, where
 from toolid_socket import ResponsesSockets
+from toolid_status import StatusServer
 from toolid_view import ToolIdView, api_of
 
 import toolid
@@ -129,6 +133,10 @@ class ToolId:
         # takes, the current response), gone when the connection closes.
         self.websocket = "rewrite"
         self.sockets = ResponsesSockets(self.records)
+        # toolid_status: /healthz and /metrics on a listener of its own (toolid_status.py)
+        self.metrics = self.records.metrics
+        self.status: StatusServer | None = None
+        self._running = False  # the proxy runs (before: option errors stop it at startup)
 
     def load(self, loader: Any) -> None:
         contentviews.add(self.view)  # keyed by name: a reloaded script replaces it
@@ -201,8 +209,35 @@ class ToolId:
             "unchanged, or refuse the upgrade with 426 (the client falls back to HTTP).",
             choices=WEBSOCKET_MODES,
         )
+        loader.add_option(
+            "toolid_status",
+            str,
+            "",
+            "HOST:PORT of toolid's status endpoint (GET /healthz, GET /metrics in Prometheus "
+            "format), for example 127.0.0.1:9091; empty: none. No auth: keep it on a trusted "
+            "network.",
+        )
+        loader.add_option(
+            "toolid_open_proxy",  # toolid_checks.OPEN_PROXY_OPTION
+            bool,
+            False,
+            "Listen beyond loopback without proxyauth (anyone who reaches the port may use "
+            "the proxy). Without it, toolid refuses to start so.",
+        )
+        toolid_checks.apply_deferred()
 
     def configure(self, updated: set[str]) -> None:
+        starting = not self._running and toolid_checks.under_errorcheck()
+        try:
+            if starting:
+                toolid_checks.check_unknown()
+            if starting or updated & _LISTEN_OPTIONS:
+                toolid_checks.check_open_proxy()
+            self._configure(updated)
+        except exceptions.OptionsError as error:
+            toolid_checks.refuse(error, starting)
+
+    def _configure(self, updated: set[str]) -> None:
         if "toolid_hosts" in updated:
             self.hosts = _parse_hosts("toolid_hosts", ctx.options.toolid_hosts)
             self._every_host = scope.allow_hosts(self.hosts) is None
@@ -240,9 +275,45 @@ class ToolId:
         self.observe = self.records.observe = ctx.options.toolid_mode == "observe"
         self.max_event_bytes = ctx.options.toolid_max_event_bytes
         self.websocket = ctx.options.toolid_websocket
+        if "toolid_status" in updated:
+            self._listen_status(ctx.options.toolid_status)
 
-    def done(self) -> None:
+    def _listen_status(self, spec: str) -> None:
+        """Serve the status endpoint on ``spec`` (HOST:PORT; empty: none), in place of the
+        one before."""
+        old, self.status = self.status, None
+        if old is not None:
+            asyncio.get_running_loop().create_task(old.close())
+        if not spec:
+            return
+        status = StatusServer(self.metrics)
+        try:
+            status.listen(spec)
+        except (OSError, ValueError) as exc:
+            raise exceptions.OptionsError(
+                f"toolid_status: cannot serve {spec}: {exc} (choose another HOST:PORT, or "
+                "--set toolid_status= for none)"
+            ) from None
+        if self._running:
+            status.state = "serving"
+        self.status = status
+        host, port = status.address or ("", 0)
+        logger.info(f"toolid: status endpoint on http://{host}:{port}/healthz and /metrics")
+
+    def running(self) -> None:
+        self._running = True
+        if self.status is not None:
+            self.status.state = "serving"
+
+    def done(self) -> Awaitable[None] | None:
+        """Log what is pending; with a status endpoint, answer 503 from now on and close it
+        (an awaitable, which mitmproxy awaits; None when there is nothing to wait for)."""
         self.records.flush()
+        status, self.status = self.status, None
+        if status is None:
+            return None
+        logger.info("toolid: status endpoint stopping: /healthz answers 503")
+        return status.close()
 
     def _tunnel_other_hosts(self) -> None:
         """Leave TLS to hosts outside toolid_hosts uninterrupted (mitmproxy allow_hosts), so
@@ -294,6 +365,11 @@ class ToolId:
     def request(self, flow: http.HTTPFlow) -> None:
         if flow.response or flow.error or not flow.live or not self._in_scope(flow):
             return
+        start = time.perf_counter()
+        self._request(flow)
+        self.metrics.spend(flow, time.perf_counter() - start)
+
+    def _request(self, flow: http.HTTPFlow) -> None:
         try:
             headers = _MessageHeaders(flow.request.headers, signing=True)
             if self._leave_signed(flow, headers):
@@ -327,8 +403,12 @@ class ToolId:
             self.records.of(flow)["streamed"] = True
 
     def response(self, flow: http.HTTPFlow) -> None:
-        if flow.response is None or not flow.live or not self._in_scope(flow) or _signed(flow):
+        if flow.response is None or not flow.live or not self._in_scope(flow):
             return
+        if _signed(flow):
+            self.metrics.finish(flow)
+            return
+        start = time.perf_counter()
         try:
             if not flow.response.stream:
                 collector_deferred(self._rewrite_response, flow, flow.response)
@@ -339,11 +419,14 @@ class ToolId:
             self.records.problem(flow, f"response left unchanged: unexpected error {exc!r}")
         self._taken.pop(flow, None)  # a flow kept for the UI keeps no request copy
         self.records.finish(flow)
+        self.metrics.spend(flow, time.perf_counter() - start)
+        self.metrics.finish(flow)
 
     def error(self, flow: http.HTTPFlow) -> None:
         self._taken.pop(flow, None)
         if "toolid" in flow.metadata:
             self.records.finish(flow)
+        self.metrics.finish(flow)
 
     # --- Responses over WebSocket (toolid_socket) -------------------------------------------
 
@@ -360,6 +443,7 @@ class ToolId:
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         self.sockets.end(flow)
+        self.metrics.finish(flow)
 
     # --- the work ----------------------------------------------------------------------------
 
@@ -403,6 +487,7 @@ class ToolId:
             if not problems:
                 return
             self.records.of(flow)["pairing"] = [problem.record() for problem in problems]
+            self.metrics.count_pairing(problem.code for problem in problems)
             flow.marked = MARK_PROBLEM
             lines = [problem.line() for problem in problems]
             count = f"{len(lines)} pairing problem{'s' if len(lines) != 1 else ''}"
@@ -494,11 +579,13 @@ class ToolId:
         current: list[toolid.ResponseStream] = [stream]
         pending: list[Change] = []
         observe = self.observe
+        spent = [0.0]  # seconds spent on the stream's pieces so far
 
         def function(data: bytes) -> bytes | tuple[()]:
             if not current:
                 return data
             rewriter = current[0]
+            start = time.perf_counter()
             try:
                 if data:
                     result = collector_deferred(rewriter.feed, data)
@@ -507,8 +594,10 @@ class ToolId:
             except Exception as exc:  # it never raises; should it, the piece as it came
                 self.records.problem(flow, f"stream rewriting failed: {exc!r}")
                 return data
+            spent[0] += time.perf_counter() - start
             if not data:
                 current.clear()
+                self.metrics.spend(flow, spent[0])
             if result.changes or result.problems or not data:
                 try:
                     pending.extend(result.changes)
@@ -592,6 +681,7 @@ class _MessageHeaders:
         self.transfer_encoding = b"transfer-encoding" in values
 
 
+_LISTEN_OPTIONS = frozenset({"mode", "listen_host", "proxyauth", toolid_checks.OPEN_PROXY_OPTION})
 _BODY_HEADERS = frozenset({b"content-type", b"content-encoding", b"transfer-encoding"})
 _SIGNING_HEADERS = frozenset(name.encode() for name in signing.HEADERS)
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mitmproxy import http
+from toolid_status import Metrics
 from toolid_view import pairing_lines
 
 from toolid import Change, report
@@ -41,6 +42,7 @@ class FlowRecords:
     def __init__(self) -> None:
         self.observe = False  # toolid_mode=observe: records say what would change
         self.max_records = MAX_RECORDS  # per flow side
+        self.metrics = Metrics()  # the counts /metrics serves (toolid_status)
         # Change lines waiting to be logged together (see log_change): comment and request.
         self._pending_lines: list[tuple[str, Where, str]] = []
         # What each flow's comment summarises (the number of records of each side): a comment
@@ -59,10 +61,11 @@ class FlowRecords:
         self, flow: http.HTTPFlow, side: str, changes: Sequence[Change], why: str = ""
     ) -> list[dict[str, Any]]:
         """Record changes in the flow's metadata (at most ``max_records`` per side) and mark
-        it; ``why``: why the rule set of the changes made under one applied. Returns the
-        records made."""
+        it, and count them (``metrics``); ``why``: why the rule set of the changes made under
+        one applied. Returns the records made."""
         if not changes:
             return []
+        self.metrics.count_ids(changes)
         record = self.of(flow)
         records = record.setdefault(side, [])
         room = max(0, self.max_records - len(records))

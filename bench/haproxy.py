@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -23,6 +24,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DEPLOY_CONFIG = REPO_ROOT / "deploy" / "haproxy.cfg"
 SBIN = os.pathsep.join(["/usr/local/sbin", "/usr/sbin", "/sbin"])
 STARTUP_TIMEOUT = 10.0
+# what a process with toolid_status=HOST:0 logs: the port it got
+_STATUS = re.compile(r"toolid: status endpoint on http://\S+:(\d+)/healthz")
 
 
 class HAProxyError(RuntimeError):
@@ -31,6 +34,14 @@ class HAProxyError(RuntimeError):
 
 def executable() -> str | None:
     return shutil.which("haproxy", path=os.pathsep.join([os.environ.get("PATH", ""), SBIN]))
+
+
+def status_port(log: str) -> int:
+    """The status port (toolid_status) a toolid process logged it serves."""
+    match = _STATUS.search(log)
+    if match is None:
+        raise HAProxyError(f"no status endpoint in the process's log:\n{log[-2000:]}")
+    return int(match.group(1))
 
 
 def _apt_get(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -71,11 +82,15 @@ def ensure_installed() -> str:
     return found
 
 
-def render(text: str, binds: Mapping[str, str], servers: Mapping[str, Sequence[str]]) -> str:
+type Server = tuple[str, int]  # a process's host:port, and its status port (toolid_status)
+
+
+def render(text: str, binds: Mapping[str, str], servers: Mapping[str, Sequence[Server]]) -> str:
     """``text`` with the address of each section's ``bind`` line replaced by
     ``binds[section]``, and each backend's ``server`` lines replaced by one line per
-    address in ``servers[backend]`` (named p1, p2, ..., with the first line's options).
-    A section with a bind or server line that is not named is an error."""
+    server in ``servers[backend]`` (named p1, p2, ..., with the first line's options, its
+    ``port`` the server's status port). A section with a bind or server line that is not
+    named is an error."""
     out: list[str] = []
     section = ""
     replaced: set[str] = set()
@@ -97,8 +112,11 @@ def render(text: str, binds: Mapping[str, str], servers: Mapping[str, Sequence[s
             if section in replaced:
                 continue  # the first server line stood for all of them
             replaced.add(section)
-            for n, address in enumerate(servers[section], 1):
-                out.append(" ".join(["    server", f"p{n}", address, *words[3:]]))
+            for n, (address, status) in enumerate(servers[section], 1):
+                options = words[3:]
+                if "port" in options:
+                    options[options.index("port") + 1] = str(status)
+                out.append(" ".join(["    server", f"p{n}", address, *options]))
             if not servers[section]:
                 out.append("    # no servers")
             continue
@@ -107,11 +125,11 @@ def render(text: str, binds: Mapping[str, str], servers: Mapping[str, Sequence[s
 
 
 def deploy_config(
-    reverse: Sequence[str], proxy: Sequence[str], host: str = "127.0.0.1"
+    reverse: Sequence[Server], proxy: Sequence[Server], host: str = "127.0.0.1"
 ) -> tuple[str, dict[str, str]]:
     """``deploy/haproxy.cfg`` with its listeners on free ports of ``host`` and the given
-    servers (host:port) in its reverse and proxy backends; the text, and the listeners'
-    addresses by section (toolid_reverse, toolid_proxy, stats)."""
+    servers (host:port, status port) in its reverse and proxy backends; the text, and the
+    listeners' addresses by section (toolid_reverse, toolid_proxy, stats)."""
     listeners: dict[str, str] = {}
     for section in ("toolid_reverse", "toolid_proxy", "stats"):
         with socket.socket() as s:

@@ -88,7 +88,12 @@ async def _run(args: argparse.Namespace, workdir: Path, log: Any) -> dict[str, A
     balancers: list[haproxy.HAProxy] = []
     try:
         procs = [
-            Mitmdump(workdir / f"mitmdump-{n}", upstream.port, addon=True)
+            Mitmdump(
+                workdir / f"mitmdump-{n}",
+                upstream.port,
+                addon=True,
+                options={"toolid_status": f"{LOCAL}:0"},  # HAProxy checks its /healthz
+            )
             for n in range(args.processes)
         ]
         targets = [
@@ -96,7 +101,8 @@ async def _run(args: argparse.Namespace, workdir: Path, log: Any) -> dict[str, A
             Target("1 process", procs[0].port, [procs[0].pid], None),
         ]
         for group in (procs[:1], procs):
-            config, front = haproxy.deploy_config([f"{LOCAL}:{p.port}" for p in group], [])
+            servers = [(f"{LOCAL}:{p.port}", haproxy.status_port(p.log_text())) for p in group]
+            config, front = haproxy.deploy_config(servers, [])
             lb = haproxy.HAProxy(workdir / f"haproxy-{len(group)}", config, front["stats"])
             balancers.append(lb.start())
             assert lb.proc is not None

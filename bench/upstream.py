@@ -8,7 +8,8 @@ written at once. The request target's query picks the response:
   the first chunk, then the others after the workload's pause);
 - ``?w=mem&bytes=N``: an SSE stream of about N bytes, written with flow control;
 - ``&echo=1``: answer with the request body itself (``application/octet-stream``), so the
-  harness can check what reached the upstream.
+  harness can check what reached the upstream; ``echo=json``: the same as ``application/json``
+  (a body that is a response too: ``bench.soak``).
 
 Run as ``python -m bench.upstream``: it prints ``READY <port>`` and serves until stdin closes.
 """
@@ -122,7 +123,7 @@ class UpstreamProtocol(asyncio.Protocol):
             length = int(value.strip())
         self.target = parts[1]
         self.remaining = length
-        self.echo = b"echo=1" in self.target
+        self.echo = b"echo=" in self.target
         self.body = bytearray()
         return True
 
@@ -141,7 +142,9 @@ class UpstreamProtocol(asyncio.Protocol):
         query = parse_qs(urlsplit(target.decode("latin-1")).query)
         name = query.get("w", [""])[0]
         if query.get("echo"):
-            self.transport.write(wire.whole(200, "application/octet-stream", body))
+            json_echo = query["echo"][0] == "json"
+            kind = "application/json" if json_echo else "application/octet-stream"
+            self.transport.write(wire.whole(200, kind, body))
         elif name == "mem":
             size = int(query.get("bytes", ["0"])[0])
             self.streaming = asyncio.get_running_loop().create_task(self._stream(size))

@@ -384,3 +384,27 @@ def test_sidebyside_refuses_a_directory_without_the_addon(tmp_path: Path) -> Non
         check=False,
     )
     assert done.returncode == 2 and "holds no addons/toolid_addon.py" in done.stderr
+
+
+def test_soak_reports_rss_growth_beside_plain_mitmdump(tmp_path: Path) -> None:
+    """``bench.soak``, a few seconds of it: both processes served requests with new ids,
+    none failed, and each has a growth figure (what it is, is not a test)."""
+    out = tmp_path / "soak.json"
+    short = ["--seconds", "3", "--warmup", "1", "--connections", "2"]
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.soak", *short, "--json", str(out)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    report = json.loads(out.read_text())
+    assert set(report["processes"]) == {"mitmdump", "toolid"}
+    for name, row in report["processes"].items():
+        _positive(row["requests"], f"{name} requests")
+        assert row["failed"] == 0, (name, row["failed"])
+        _number_or_none(row["growth_mib_per_10k"], f"{name} growth")
+        _positive(row["rss_last_mib"], f"{name} RSS")
+    assert "growth / 10k requests" in done.stdout

@@ -85,7 +85,7 @@ def _defaults(root: Path, tool: str = "mitmdump") -> list[str]:
     ]
     if tool == "mitmdump":  # its flow lines would print query strings
         defaults += ["--set", "flow_detail=0"]
-    return defaults
+    return [*defaults, "--set", "toolid_status=127.0.0.1:9091"]
 
 
 def test_scripts_are_executable() -> None:
@@ -175,6 +175,21 @@ def test_set_listen_options_replace_the_defaults(tmp_path: Path) -> None:
     assert cmd[:3] == _defaults(root)[:3]
     assert "HTTPS_PROXY=http://127.0.0.1:9001" in out
     assert "ALL interfaces" in out
+
+
+def test_the_status_endpoint_is_on_unless_set_otherwise(tmp_path: Path) -> None:
+    _, cmd, out = _dry_run(tmp_path, "--set", "toolid_status=")
+    assert [arg for arg in cmd if arg.startswith("toolid_status")] == ["toolid_status="]
+    assert "/healthz" not in out
+    _, _, out = _dry_run(tmp_path / "default")
+    assert "http://127.0.0.1:9091/healthz" in out
+
+
+def test_all_interfaces_needs_proxyauth_or_open_proxy(tmp_path: Path) -> None:
+    _, _, out = _dry_run(tmp_path, "--listen-host", "0.0.0.0")
+    assert "--set proxyauth=USER:PASS or --set toolid_open_proxy=true" in out
+    _, _, out = _dry_run(tmp_path / "auth", "--listen-host", "0.0.0.0", "--set", "proxyauth=u:p")
+    assert "toolid_open_proxy" not in out
 
 
 def test_web_and_console_conflict(tmp_path: Path) -> None:

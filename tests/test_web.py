@@ -210,6 +210,8 @@ def test_proxy_web_serves_mitmweb_with_toolid(tmp_path: Path) -> None:
                 "--web",
                 "--listen-port",
                 str(proxy_port),
+                "--set",
+                "toolid_status=127.0.0.1:0",  # a port of its own
                 "--web-port",
                 str(web_port),
                 "--mode",

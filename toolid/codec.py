@@ -17,6 +17,8 @@ import re
 from collections.abc import Callable
 from typing import Final, Literal
 
+from toolid.memo import memo
+
 Profile = Literal["safe", "call"]
 PROFILES: Final[tuple[Profile, ...]] = ("safe", "call")
 
@@ -56,7 +58,6 @@ def is_strict_safe(raw: str) -> bool:
     return has_shape(raw, "safe")
 
 
-@functools.lru_cache(maxsize=65536)  # pure; ids recur in every turn of a conversation
 def encode(raw: str, profile: Profile = "safe", occurrence: int = 1) -> str:
     """Return the client id for the upstream id ``raw`` under ``profile``.
 
@@ -64,7 +65,7 @@ def encode(raw: str, profile: Profile = "safe", occurrence: int = 1) -> str:
     ``raw`` (always escaped, even when ``raw`` would pass unchanged).
     """
     if occurrence == 1:
-        return _untagged(raw, profile)
+        return encoder(profile)(raw)
     if occurrence < 1:
         raise ValueError(f"occurrence must be 1 or more, not {occurrence}")
     return f"{PREFIXES[profile]}{_payload(raw)}{TAG}{occurrence}"
@@ -76,7 +77,7 @@ def encoder(profile: Profile) -> Callable[[str], str]:
     ids under one profile: its cache is keyed by the id itself, so no key tuple is made,
     hashed and kept for each id (and traced by the garbage collector)."""
 
-    @functools.lru_cache(maxsize=65536)  # pure; a stream's calls each encode their id
+    @memo()  # pure; a stream's calls each encode their id, every turn again
     def encode_untagged(raw: str) -> str:
         return _untagged(raw, profile)
 
@@ -101,7 +102,7 @@ def profile_of(client_id: str) -> Profile | None:
     return None
 
 
-@functools.lru_cache(maxsize=65536)  # pure; a history restores each id again every turn
+@memo()  # pure; a history restores each id again every turn
 def decode(client_id: str) -> str:
     """Return the raw id inside ``client_id`` (tagged or not); anything not made by encode
     comes back as is.
@@ -116,7 +117,7 @@ def occurrence(client_id: str) -> int:
     return parse(client_id)[1]
 
 
-@functools.lru_cache(maxsize=65536)
+@memo()  # pure
 def parse(client_id: str) -> tuple[str, int]:
     """``(raw id, occurrence)`` of ``client_id``; ``(client_id, 1)`` for anything that
     encode did not make. Never raises."""

@@ -20,7 +20,6 @@ A request whose host decides whatever its model is not read at all. Sans I/O.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -30,6 +29,7 @@ from urllib.parse import unquote
 
 from toolid import jsonparse, scope
 from toolid.apis import MODEL_ROUTES, api_from_path
+from toolid.memo import memo
 from toolid.positions import Api
 from toolid.report import show
 from toolid.rules import (
@@ -230,7 +230,7 @@ def model_forms(model: str) -> tuple[str, ...]:
     return _forms(model[:_MATCHED_MODEL])
 
 
-@functools.lru_cache(maxsize=256)
+@memo(64 * 1024)
 def _forms(model: str) -> tuple[str, ...]:
     return (model, *(model[at.end() :] for at in _VENDOR_SEPARATOR.finditer(model)))
 
@@ -302,7 +302,7 @@ def model_of(content: bytes | None, path: str = "") -> str | None:
     return model_in_path(path) or (model_in_body(content) if content else None)
 
 
-@functools.lru_cache(maxsize=1024)
+@memo(64 * 1024)
 def model_in_path(path: str) -> str | None:
     """The model a request path names (query string allowed), or None: each API record's
     ``model_routes`` (Vertex AI's publisher models, reported as "publisher/model":

@@ -7,13 +7,13 @@ string as JSON the way a server would, UTF-8 and no needless escapes.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Sequence
 from typing import Final
 
 from toolid import native
+from toolid.memo import memo
 
 # (start, end, text): replace document[start:end] (a whole string literal, quotes included)
 # by text. A plain tuple: one is made for every id rewritten, and a tuple display is the
@@ -54,7 +54,7 @@ _PLAIN: Final = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*')
 _SURROGATE_PAIR: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
 
-@functools.lru_cache(maxsize=65536)  # pure; ids recur in every turn of a conversation
+@memo()  # pure; ids recur in every turn of a conversation
 def literal_of(value: str) -> bytes:
     """``value`` as a JSON string literal. Raises RewriteError for a string JSON cannot hold
     as itself (a split surrogate pair would read back as one character)."""

@@ -38,6 +38,7 @@ from toolid.apis.record import CODES, COMPOSITE, DUPLICATE, EMPTY, MISSING, ORPH
 from toolid.edit import RewriteError
 from toolid.locate import Label, Located, locate
 from toolid.markers import Markers
+from toolid.memo import memo
 from toolid.positions import (
     DEFINES,
     FOUND_HOLDER,
@@ -119,7 +120,7 @@ class Problem(NamedTuple):
 HISTORIES: Final[dict[Api, History]] = {api: each.history for api, each in RECORDS.items()}
 
 
-@functools.lru_cache(maxsize=65536)  # pure; a history names each id twice, every turn again
+@memo()  # pure; a history names each id twice, every turn again
 def key_of(value: str) -> str:
     """The id a value stands for in pairing: an untagged encoded id its raw id (restored,
     the two are one), any other value itself (a tagged id names a call of its own)."""
@@ -286,7 +287,7 @@ def _element_numbers(paths: Sequence[str], member: str) -> list[int] | None:
     return [_element_number(path, start) for path in paths]
 
 
-@functools.lru_cache(maxsize=65536)  # pure; every request of a conversation has its paths again
+@memo(256 * 1024)  # pure; every request of a conversation has its paths again
 def _bracketed(path: str) -> int:
     """The number in a path's first brackets (``messages[12].tool_calls[0].id``: 12)."""
     start = path.index("[") + 1

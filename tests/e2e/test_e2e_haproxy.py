@@ -18,8 +18,10 @@ HAProxy is installed from the Debian packages if it is missing (root and apt-get
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import ssl
 import time
 from collections.abc import Callable, Iterator
@@ -35,7 +37,7 @@ from standin import API, ScenarioHandle, UpstreamServer
 from bench import haproxy
 
 from .cases import APIS
-from .conftest import Mitmdump
+from .conftest import Mitmdump, free_port
 from .helpers import (
     LoopResult,
     check_all_safe,
@@ -59,6 +61,10 @@ RAW_ID = "functions.get_weather:0"
 # Each process adds this header to the requests it forwards, with its number (0, 1, 2).
 PROCESS_HEADER = "x-fleet-process"
 LOG_LINE_DEADLINE = 60.0  # seconds: only a line that never comes takes this long
+# seconds within which HAProxy takes a stuck process out: its first check after the stop
+# (every 2s), answered by none within "timeout check 2s", then one more (fall 2) half a
+# second later, failing the same way, with a margin for a loaded machine
+TAKEN_OUT_WITHIN = 20.0
 _TOOLID_LINE = re.compile(r"^(?:\[[\d:.]+\] )?toolid: \d+ (encoded|restored) .*\[POST \S+/s/(\w+)/")
 
 
@@ -166,9 +172,19 @@ class Fleet:
             time.sleep(0.1)
 
 
-def _tagging(process: int) -> dict[str, str]:
-    """The option with which process number ``process`` tags the requests it forwards."""
-    return {"modify_headers": f"/~q/{PROCESS_HEADER}/{process}"}
+def _options(process: int) -> dict[str, str]:
+    """The options of process number ``process``: it tags the requests it forwards, and
+    serves its status endpoint, which HAProxy checks, on a port of its own (kept across a
+    restart, as the configuration names it)."""
+    return {
+        "modify_headers": f"/~q/{PROCESS_HEADER}/{process}",
+        "toolid_status": f"127.0.0.1:{free_port()}",
+    }
+
+
+def _server(proc: Mitmdump) -> haproxy.Server:
+    """The process as a server of HAProxy's configuration: its address and status port."""
+    return f"127.0.0.1:{proc.port}", int(proc.options["toolid_status"].rsplit(":", 1)[1])
 
 
 @pytest.fixture(scope="module")
@@ -183,11 +199,11 @@ def fleets(
         pytest.fail(f"this test needs HAProxy: {e}", pytrace=False)
     workdir = tmp_path_factory.mktemp("haproxy")
     reverse = [
-        Mitmdump(workdir / f"reverse-{n}", f"reverse:{upstream.base_url}", _tagging(n))
+        Mitmdump(workdir / f"reverse-{n}", f"reverse:{upstream.base_url}", _options(n))
         for n in range(PROCESSES)
     ]
     regular = [  # ssl_insecure: the TLS upstream's certificate is self-signed
-        Mitmdump(workdir / f"regular-{n}", "regular", {"ssl_insecure": "true", **_tagging(n)})
+        Mitmdump(workdir / f"regular-{n}", "regular", {"ssl_insecure": "true", **_options(n)})
         for n in range(PROCESSES)
     ]
     balancer = None
@@ -199,8 +215,7 @@ def fleets(
                 shutil.copytree(regular[0].confdir, proc.confdir, dirs_exist_ok=True)
             list(pool.map(Mitmdump.start, regular[1:]))
         config, front = haproxy.deploy_config(
-            reverse=[f"127.0.0.1:{proc.port}" for proc in reverse],
-            proxy=[f"127.0.0.1:{proc.port}" for proc in regular],
+            reverse=[_server(proc) for proc in reverse], proxy=[_server(proc) for proc in regular]
         )
         balancer = haproxy.HAProxy(workdir / "haproxy", config, stats=front["stats"]).start()
         yield {
@@ -276,3 +291,28 @@ def test_process_killed_between_turns(fleet: Fleet) -> None:
     fleet.wait_status(name, "UP")
     used = {n for api in APIS for n in fleet.loop(api)}
     assert victim in used, f"the restarted process got no turn (turns went to {used})"
+
+
+@pytest.mark.parametrize("fleet", LAYOUTS, indirect=True)
+def test_a_stuck_process_is_taken_out_by_its_health_check(fleet: Fleet) -> None:
+    """The process HAProxy picks next is stopped (SIGSTOP): it still accepts connections, so
+    a TCP check would keep it in, but its status endpoint answers nothing. HAProxy's
+    /healthz check takes it out within TAKEN_OUT_WITHIN; every loop after that completes on
+    the other processes, ids exact; after SIGCONT it is taken back and gets turns again."""
+    for n in range(PROCESSES):  # a fleet just started may still be passing its first checks
+        fleet.wait_status(f"p{n + 1}", "UP")
+    victim = fleet.next_in_turn()
+    name = f"p{victim + 1}"
+    pid = fleet.procs[victim].pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        fleet.wait_status(name, "DOWN", timeout=TAKEN_OUT_WITHIN)
+        # the check timed out at layer 7: the connection itself was accepted
+        assert fleet.server_stats()[name]["check_status"] == "L7TOUT", fleet.server_stats()
+        for api in APIS:
+            assert victim not in fleet.loop(api)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    fleet.wait_status(name, "UP")
+    used = {n for api in APIS for n in fleet.loop(api)}
+    assert victim in used, f"the process taken back got no turn (turns went to {used})"

@@ -103,6 +103,8 @@ def script_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptPro
                 str(port),
                 "--set",
                 f"confdir={tmp / 'confdir'}",
+                "--set",
+                "toolid_status=127.0.0.1:0",  # a port of its own
             ],
             stdin=subprocess.DEVNULL,
             stdout=out,

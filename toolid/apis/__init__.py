@@ -9,12 +9,12 @@ members or JSON keys itself. Adding an API is a module with its ``RECORD``, a me
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any, Final
 
 from toolid.apis import chat, converse, gemini, messages, responses
 from toolid.apis.record import Api, ApiRecord, Doc, Framing
+from toolid.memo import memo
 
 #: Every API's record, in the order their body shapes are tried.
 RECORDS: Final[dict[Api, ApiRecord]] = {
@@ -34,7 +34,7 @@ def api_from_path(path: str) -> Api | None:
     return _api_of_route(path.split("?", 1)[0])
 
 
-@functools.lru_cache(maxsize=1024)  # an agent calls a handful of routes, again and again
+@memo(64 * 1024)  # an agent calls a handful of routes, again and again
 def _api_of_route(path: str) -> Api | None:
     for each in RECORDS.values():
         for route in each.routes:
