@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from mitmproxy import exceptions, http
+from mitmproxy import contentviews, exceptions, http
 from mitmproxy.addons import next_layer
 from mitmproxy.test import taddons, tflow
 
-from addons import toolid_addon, toolid_view
+from addons import toolid_addon
 from addons.toolid_addon import DRAIN_EVERY, MARK_CHANGED, MARK_PROBLEM, ToolId
 from addons.toolid_records import LOG_EVERY, MAX_RECORDS, describe
+from toolid import Taken, encode
 from toolid import body as body_module
-from toolid import encode
 from toolid import rewrite as rewrite_module
 from toolid.stream import StreamRewriter
 
@@ -200,6 +200,7 @@ def test_a_rewritten_body_gets_the_headers_set_content_gives(addon, headers):
     assert flow.response.raw_content == expected.response.raw_content
 
 
+_SPELLINGS = [b"content-type", b"Content-Type", b"CONTENT-TYPE"]
 _NAMES = st.sampled_from(
     [
         *(b"content-type", b"Content-Type", b"CONTENT-ENCODING", b"transfer-encoding", b"x-other"),
@@ -208,17 +209,52 @@ _NAMES = st.sampled_from(
 )
 
 
-@given(st.lists(st.tuples(_NAMES, st.binary(max_size=8)), max_size=8))
-def test_the_headers_read_in_one_pass_are_those_headers_get_gives(fields):
-    headers = http.Headers(fields)
-    read = toolid_addon._MessageHeaders(headers, signing=True)
-    assert read.content_type == headers.get("content-type")
-    assert read.content_encoding == headers.get("content-encoding")
-    assert read.transfer_encoding == ("transfer-encoding" in headers)
-    named = toolid_addon.signing.HEADERS
-    assert read.signing == [
-        (k.lower(), v) for k, v in headers.items(multi=True) if k.lower() in named
-    ]
+_TYPES = st.sampled_from([b"application/json", b"text/plain", b"Application/JSON; charset=x"])
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(_SPELLINGS), _TYPES), max_size=3),
+    st.lists(st.tuples(_NAMES, st.binary(max_size=8)), max_size=3),
+    st.sampled_from([None, b"transfer-encoding", b"Transfer-Encoding"]),
+)
+def test_a_response_is_read_by_its_headers_as_headers_get_gives_them(types, others, chunked):
+    """Whatever the spelling and repetition of its headers: a body is JSON when the
+    content-type ``Headers.get`` gives names json (a repeated header's values joined) or
+    there is none; a
+    rewritten body gets its content-length unless the response has a transfer-encoding."""
+    fields = [*types, *((k, v) for k, v in others if k.lower() in (b"x-other", b"authorization"))]
+    if chunked:
+        fields.append((chunked, b"chunked"))
+    with taddons.context(ToolId()) as tctx:
+        toolid = tctx.master.addons.get("toolid")
+        flow = request_flow(chat_request("call_0"))
+        toolid.request(flow)
+        flow.response = tflow.tresp(content=b"")
+        flow.response.headers = http.Headers(fields)
+        flow.response.raw_content = chat_response(RAW)
+        headers = http.Headers(fields)
+        toolid.response(flow)
+    if "json" in headers.get("content-type", "json").lower():
+        assert flow.response.raw_content == chat_response(RAW).replace(
+            f'"id": "{RAW}"'.encode(), f'"id": "{CLIENT}"'.encode()
+        )
+        length = None if chunked else str(len(flow.response.raw_content))
+        assert flow.response.headers.get("content-length") == length
+    else:
+        assert flow.response.raw_content == chat_response(RAW)
+        assert flow.response.headers.fields == headers.fields
+
+
+@pytest.mark.parametrize("name", ["authorization", "AUTHORIZATION", "x-Amz-Content-Sha256"])
+def test_a_signing_header_is_read_in_any_spelling(addon, name):
+    toolid, _ = addon
+    flow = request_flow(chat_request())
+    flow.request.headers[name] = "AWS4-HMAC-SHA256 Credential=x/y, Signature=z"
+    if "sha256" in name.lower():
+        flow.request.headers[name] = "0" * 64
+    toolid.request(flow)
+    assert flow.request.content == chat_request()
+    assert flow.marked == ":lock:"  # signed: passed byte for byte on purpose
 
 
 @pytest.mark.parametrize("stream", [True, False])
@@ -736,7 +772,23 @@ def test_reused_ids_get_tagged_against_the_requests_history(addon):
     )
     assert flow.metadata["toolid"]["response"][0]["occurrence"] == 2
     assert f"{RAW} -> {second}, 2nd use of {RAW}" in flow.comment
-    assert not toolid._taken  # nothing kept once the flow is answered
+
+
+def test_nothing_of_a_request_is_kept_once_its_flow_is_answered(addon):
+    """What the request's history takes is held from the request hook to the response's,
+    then let go, though the flow lives on (for the UI)."""
+    toolid, _ = addon
+    before = {id(o) for o in gc.get_objects() if isinstance(o, Taken)}
+    flow = tool_loop_flow(toolid, chat_request(CLIENT))
+    held = [
+        weakref.ref(o) for o in gc.get_objects() if isinstance(o, Taken) and id(o) not in before
+    ]
+    assert held  # until the response comes
+    flow.response = tflow.tresp(content=chat_response(RAW))
+    flow.response.headers["content-type"] = "application/json"
+    toolid.response(flow)
+    gc.collect()
+    assert [ref() for ref in held] == [None] * len(held)
 
 
 def test_reused_ids_in_a_stream(addon):
@@ -912,8 +964,9 @@ def test_the_contentview_says_why(addon):
     toolid, _ = addon
     flow = request_flow(model_request("codestral-latest"), host="gateway.internal")
     toolid.request(flow)
-    notes = toolid_view._flow_notes(flow, "request")
-    assert notes and notes[0].endswith("for mistral (model codestral-latest))")
+    shown = contentviews.prettify_message(flow.request, flow).text.splitlines()
+    assert shown[0].startswith("# toolid on this request: ")
+    assert shown[0].endswith("for mistral (model codestral-latest))")
 
 
 def test_a_vertex_claude_path_is_rewritten_as_messages(addon):

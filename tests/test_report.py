@@ -12,12 +12,41 @@ from toolid import encode, report
 from toolid.body import Change
 
 ACTIONS = ("restored", "encoded", "kept", "mapped")
+# What a summary calls each action, done and (observe mode) not done.
+VERBS = {
+    "restored": "restored",
+    "encoded": "encoded",
+    "kept": "kept (strict host)",
+    "mapped": "mapped",
+}
+OBSERVED = {
+    "restored": "would restore",
+    "encoded": "would encode",
+    "kept": "would keep (strict host)",
+    "mapped": "would map",
+}
+
+
+def reference_pair(record: Mapping[str, Any]) -> str:
+    """How a summary shows one record: ``raw -> client`` encoded (the client id as it is),
+    ``client -> raw`` restored or kept, ``client -> sent for rules (why)`` mapped (``?``: no
+    rule set named); a tagged client id says which use of its raw id it is."""
+    raw, client, action = record["raw"], record["client"], record["action"]
+    if action == "mapped":
+        why = f" ({record['why']})" if record.get("why") else ""
+        rules = record.get("rules", "?")
+        return f"{report.show(client)} -> {report.show(record['sent'])} for {rules}{why}"
+    pair = f"{report.show(raw)} -> {client}"
+    if action != "encoded":
+        pair = f"{report.show(client)} -> {report.show(raw)}"
+    use = report.use_of(client)
+    return f"{pair}, {use}" if use else pair
 
 
 def reference_summary(records: list[Mapping[str, Any]], observe: bool) -> str:
     """The summary as its docstring says it: per action, in the order above, the count, then
     the first two records that differ in what is shown, ``...`` when there are more."""
-    words = report._OBSERVED if observe else report._VERBS
+    words = OBSERVED if observe else VERBS
     parts = []
     for action in ACTIONS:
         of_action = [record for record in records if record["action"] == action]
@@ -27,7 +56,7 @@ def reference_summary(records: list[Mapping[str, Any]], observe: bool) -> str:
         for record in of_action:
             key = tuple(record.get(name) for name in ("raw", "client", "sent", "rules", "why"))
             distinct.setdefault(key, record)
-        shown = ", ".join(report._pair(record) for record in list(distinct.values())[:2])
+        shown = ", ".join(reference_pair(record) for record in list(distinct.values())[:2])
         shown += ", ..." if len(distinct) > 2 else ""
         count = len(of_action)
         counted = f"{words[action]} {count}" if observe else f"{count} {words[action]}"
@@ -74,6 +103,28 @@ def test_a_summary_names_each_action_once_in_order():
         "1 restored (y -> y); 4 encoded (x:1 -> tid1_x-3A1, x:2 -> tid1_x-3A2, ...)"
     )
     assert report.summary(records, observe=True).startswith("would restore 1 (y -> y); ")
+
+
+def test_a_summary_shows_tags_strict_hosts_and_maps():
+    records = report.as_records(
+        [
+            Change("a", "toolu_01AbC", "toolu_01AbC", "mapped", "aB3dE5fG7", "mistral"),
+            Change("b", "functions.Glob:0", encode("functions.Glob:0", "safe", 2), "encoded"),
+            Change("c", "a b", "a b", "kept", "", "mistral"),
+        ]
+    )
+    report.add_why(records, "model mistralai/devstral-medium-2507")
+    shown = (
+        "(functions.Glob:0 -> tid1_functions-2EGlob-3A0-_2, 2nd use of functions.Glob:0); "
+        '{kept} ("a b" -> "a b"); '
+        "{mapped} (toolu_01AbC -> aB3dE5fG7 for mistral (model mistralai/devstral-medium-2507))"
+    )
+    assert report.summary(records) == "1 encoded " + shown.format(
+        kept="1 kept (strict host)", mapped="1 mapped"
+    )
+    assert report.summary(records, observe=True) == "would encode 1 " + shown.format(
+        kept="would keep (strict host) 1", mapped="would map 1"
+    )
 
 
 @given(st.text(max_size=40), st.sampled_from(["safe", "call"]), st.integers(1, 5))

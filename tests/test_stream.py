@@ -745,6 +745,10 @@ def test_oversized_events_under_any_split(cuts: list[int], eol: str, size: int) 
 # --- never raising ----------------------------------------------------------------------------
 
 
+# The tests below patch body.plan and Taken.known to raise: an unexpected error is a bug, so
+# no input provokes one and the library has no seam to inject one through. What they check:
+# the stream passes the rest through unchanged, loses no byte, keeps the byte order, and
+# reports the error once.
 def _boom(*args: object, **kwargs: object) -> body.Plan:
     raise RuntimeError("boom")
 

@@ -344,6 +344,9 @@ def tool_call_every_20(eol: str = streams.LF) -> bytes:
     return streams.render(events, eol=eol)
 
 
+# Patches StreamRewriter._event and locate.events: what it checks (events without a marker
+# word pass in runs, never framed one by one) has no effect on the bytes, changes or problems,
+# and the library has no public count of the events it reads.
 def events_looked_at(pieces: list[bytes], monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     """``assert_same`` on ``pieces`` (Chat), and the events one rewriter read on them: those
     it handed to ``_event``, and those whose ids ``locate.events`` located in a piece."""

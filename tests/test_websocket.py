@@ -6,6 +6,7 @@ define and the client ids given on it); fail open per message."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -304,9 +305,17 @@ def test_what_the_connection_takes() -> None:
 
 def test_many_large_client_messages_are_read_when_asked_and_kept_bounded() -> None:
     connection = toolid.ResponsesConnection()
-    for turn in range(12):  # conforming ids: nothing to restore, so nothing read yet
-        connection.client_message(create([call_item(f"call_{turn}", f"fc_{turn}")]))
-    assert len(connection._lazy) <= 8
+    padding = {"type": "message", "role": "user", "content": "x" * (256 * 1024)}
+    tracemalloc.start()
+    try:
+        for turn in range(12):  # conforming ids: nothing to restore, so nothing read yet
+            message = create([padding, call_item(f"call_{turn}", f"fc_{turn}")])
+            connection.client_message(message)
+            del message
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 8 * 256 * 1024 + 512 * 1024  # the messages of at most 8 turns kept unread
     assert "call_0" in connection.taken and "call_11" in connection.taken
     assert "call_12" not in connection.taken
     assert {f"call_{turn}" for turn in range(12)} <= connection.taken.ids()

@@ -17,6 +17,7 @@ from .helpers import (
     check_client_ids,
     check_response_bytes,
     check_turn2_request,
+    dump_json,
     encode_safe,
     response_id_positions,
     restore_all,
@@ -58,6 +59,25 @@ def wire_client(proxy: Mitmdump | None = None, **kwargs: Any) -> httpx.Client:
     kwargs.setdefault("trust_env", False)
     kwargs.setdefault("timeout", 30.0)
     return httpx.Client(proxy=proxy.url if proxy else None, **kwargs)
+
+
+def wait_past_log(proxy: Mitmdump, server: UpstreamServer, timeout: float = 10.0) -> None:
+    """Return once every line ``proxy`` logs for the flows that ended before this call is in
+    its log: one more request through it, on a connection of its own, and that flow's line.
+    mitmproxy runs the hooks of all flows on one event loop and writes their lines in order;
+    this flow's line comes after its own hooks, which run after those of the flows that
+    ended before it was sent. (The ``proxy`` must print flows: mitmdump's default
+    ``flow_detail``.)"""
+    marker = server.scenario()
+    mark = proxy.mark()
+    with wire_client(proxy) as client:
+        response = client.post(
+            marker.url("chat"),
+            content=dump_json(turn1_request("chat", False)),
+            headers={"content-type": "application/json"},
+        )
+    assert response.status_code == 200, response.text
+    proxy.wait_for_log(f"/s/{marker.key}/", mark, timeout)
 
 
 def check_wire_loop(

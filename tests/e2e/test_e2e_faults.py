@@ -25,6 +25,7 @@ import asyncio
 import gzip
 import hashlib
 import json
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -51,13 +52,14 @@ from standin import (
     write_body,
     write_head,
 )
+from standin.wire import chunk as wire_chunk
 
 from toolid import encode
 from toolid.body import Direction, Policy
 from toolid.positions import Api
 from toolid.stream import StreamRewriter
 
-from .cases import APIS, wire_client
+from .cases import APIS, wait_past_log, wire_client
 from .conftest import Mitmdump, MitmdumpPool
 from .helpers import (
     PeakRss,
@@ -139,7 +141,8 @@ def warnings_for(
     proxy: Mitmdump, mark: int, handle: ScenarioHandle, expected: int, timeout: float = 5.0
 ) -> list[str]:
     """toolid's warnings about ``handle``'s flows, once the flow is in the log (mitmdump
-    prints each finished flow) and the expected number of warnings has shown up."""
+    prints each finished flow), the expected number of warnings has shown up, and a later
+    flow's line too (so that a warning too many would be there)."""
     key = f"/s/{handle.key}/"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -148,7 +151,7 @@ def warnings_for(
         if dumped and len(toolid_warnings(log, key)) >= expected:
             break
         time.sleep(0.05)
-    time.sleep(0.1)  # anything late
+    wait_past_log(proxy, handle.server)
     return toolid_warnings(proxy.log_since(mark), key)
 
 
@@ -780,15 +783,25 @@ def slow_stream_events(total: int) -> Iterator[tuple[bytes, bytes]]:
         i += 1
 
 
-def fast_stream(total: int) -> Responder:
+def fast_stream(total: int, waiting: threading.Event) -> Responder:
+    """Write ``total`` bytes of events as fast as the peer takes them; ``waiting`` is set
+    while a write waits for the peer to read (the socket is full), ``ex.written`` counts what
+    was taken."""
+
     async def respond(ex: Exchange, writer: asyncio.StreamWriter, handle: ScenarioHandle) -> bool:
         await write_head(writer, sse_headers(), ex=ex)
+        _, high_water = writer.transport.get_write_buffer_limits()
         batch: list[bytes] = []
         for upstream_bytes, _ in slow_stream_events(total):
             batch.append(upstream_bytes)
             if len(batch) == 64:
-                await write_body(writer, ex, b"".join(batch), chunked=True)
-                batch = []
+                data, batch = b"".join(batch), []
+                writer.write(wire_chunk(data))
+                if writer.transport.get_write_buffer_size() > high_water:
+                    waiting.set()  # drain() returns once the peer has read enough
+                await writer.drain()
+                waiting.clear()
+                ex.written += len(data)
         await write_body(writer, ex, b"".join(batch), chunked=True)
         await end_chunked(writer)
         return True
@@ -809,7 +822,8 @@ def test_slow_client_is_not_buffered_for(
     MiB (socket buffers) and mitmdump's RSS does not grow. Every byte arrives, ids
     rewritten."""
     total = total_mib * MIB
-    handle = upstream.scenario(responder=fast_stream(total))
+    waiting = threading.Event()
+    handle = upstream.scenario(responder=fast_stream(total, waiting))
     want = hashlib.sha256()
     want_len = 0
     for _, client_piece in slow_stream_events(total):
@@ -833,10 +847,23 @@ def test_slow_client_is_not_buffered_for(
         got.update(first)
         got_len += len(first)
         ex = handle.turn(0)
-        time.sleep(1.0)
-        stuck_at = ex.written
+        # Stuck: the upstream waits for mitmdump to read, and still does after a request
+        # through the same mitmdump (many turns of its event loop) was answered.
+        deadline = time.monotonic() + 60
+        while True:
+            assert waiting.wait(max(0.0, deadline - time.monotonic())), (
+                f"the upstream wrote {ex.written / MIB:.1f} MiB and never had to wait"
+            )
+            stuck_at = ex.written
+            wait_past_log(memory_proxy, upstream)
+            if waiting.is_set() and ex.written == stuck_at:
+                break
+            assert time.monotonic() < deadline, "the upstream never stayed stuck"
         paused_rss = memory_proxy.rss_mib()
-        time.sleep(1.0)
+        # more requests answered while the agent still reads nothing: a mitmdump reading
+        # the upstream on would have read more meanwhile
+        for _ in range(3):
+            wait_past_log(memory_proxy, upstream)
         assert ex.written - stuck_at < 2 * MIB, "the upstream kept writing while nobody read"
         assert stuck_at < total // 2, f"{stuck_at / MIB:.1f} MiB went out while the agent read none"
         for n, piece in enumerate(pieces):

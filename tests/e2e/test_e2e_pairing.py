@@ -17,7 +17,7 @@ from standin import API, Exchange, ScenarioHandle, UpstreamServer, write_body, w
 
 from toolid import encode
 
-from .cases import wire_client
+from .cases import wait_past_log, wire_client
 from .conftest import Mitmdump, MitmdumpPool
 from .helpers import toolid_warnings
 
@@ -197,5 +197,5 @@ def test_a_clean_history_is_silent(
     flow = saved_flow(flows_file, handle.key)
     assert not flow.comment and not flow.marked
     assert "pairing" not in flow.metadata["toolid"]
-    time.sleep(0.2)
+    wait_past_log(pairing_proxy, upstream)  # a warning about the flow would be there by now
     assert toolid_warnings(pairing_proxy.log_since(mark), f"/s/{handle.key}/") == []

@@ -226,8 +226,14 @@ def secret_log(script_proxy: ScriptProxy, upstream: UpstreamServer) -> str:
         post_raw(
             client, handle.url("chat") + query, body, **secrets, **{"content-encoding": "gzip"}
         )
-    time.sleep(0.5)  # let the last lines reach the log
-    text = script_proxy.text()
+        # One more rewrite: toolid writes its change lines in order, after its warnings, so
+        # once this one's line is in the log, every line about the flows above is too.
+        last = upstream.scenario(ids=[KIMI])
+        assert client.post(last.url("chat"), json=turn1_request("chat", False)).status_code == 200
+    deadline = time.monotonic() + 10
+    while not re.search(rf"toolid: \d+ encoded .*/s/{last.key}/", text := script_proxy.text()):
+        assert time.monotonic() < deadline, f"no change line for the last flow:\n{text}"
+        time.sleep(0.05)
     assert text.count("toolid: POST") >= 3, text  # the fail-open warnings are there
     assert len(re.findall(r"toolid: \d+ encoded", text)) >= 6, text  # and the rewrites
     return text
