@@ -12,6 +12,7 @@ pass-through path.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -321,6 +322,82 @@ def _final_event(shape: Shape, i: int) -> bytes:
     return sse.frame(messages.STOP)
 
 
+#: Events per call in the "sse.responses" stream: the call's item added, its argument deltas,
+#: its arguments done, its item done.
+CALL_EVENTS = 50
+#: The patch lines a call of "sse.responses" streams, one argument delta each, in turn.
+_PATCH = (
+    "*** Begin Patch\n",
+    "*** Update File: src/weather/forecast.py\n",
+    "@@ def hourly(city: str, day: int) -> list[dict[str, object]]:\n",
+    '-    return fetch(city, day, units="metric")\n',
+    '+    return fetch(city, day, units="metric", hours=range(24))\n',
+    "     # the forecast of one day, hour by hour\n",
+    "*** End Patch\n",
+)
+
+
+def patch_call_id(k: int) -> str:
+    """The k-th call's ``call_id`` in "sse.responses" (Kimi-style, as ``raw_id``)."""
+    return f"functions.apply_patch:{k}"
+
+
+def patch_item_id(k: int) -> str:
+    """The k-th call's item id in "sse.responses": ``fc_`` and a ``:``, which toolid encodes,
+    so that every event naming the call changes."""
+    return f"fc_apply_patch:{k}"
+
+
+def patch_client_item_id(k: int) -> str:
+    """``patch_item_id(k)`` as toolid hands it to the agent (wire format v1, profile safe)."""
+    return f"tid1_fc_apply_patch-3A{k}"
+
+
+def responses_call_events(events: int, call_events: int = CALL_EVENTS) -> list[bytes]:
+    """``events`` SSE events of a Responses stream in which every event names its call: calls
+    of ``call_events`` events each, as Codex's ``apply_patch`` calls stream (the item added,
+    its ``response.function_call_arguments.delta`` events, each with the item's id, its
+    arguments done, its item done), then ``response.completed`` (counted in ``events``: the
+    last call has as many deltas fewer as it takes)."""
+    out: list[bytes] = []
+    seq = 0
+    calls = -(-(events - 1) // call_events)
+    short = calls * call_events - (events - 1)  # the last call's missing events
+    for k in range(calls):
+        deltas = call_events - 3 - (short if k == calls - 1 else 0)
+        patch = "".join(_PATCH[i % len(_PATCH)] for i in range(deltas))
+        arguments = json.dumps({"input": patch})
+        call = Call(
+            patch_call_id(k), patch_item_id(k), "apply_patch", arguments, _cut(arguments, deltas)
+        )
+        where = {"item_id": call.item_id, "output_index": k}
+        frames = [responses.call_added(call, k, seq)]
+        frames += [
+            responses.event("response.function_call_arguments.delta", seq + n, **where, delta=d)
+            for n, d in enumerate(call.fragments, 1)
+        ]
+        seq += 1 + deltas
+        frames.append(
+            responses.event(
+                "response.function_call_arguments.done", seq, **where, arguments=arguments
+            )
+        )
+        item = responses.call_item(call, True)
+        frames.append(
+            responses.event("response.output_item.done", seq + 1, output_index=k, item=item)
+        )
+        seq += 2
+        out += map(sse.frame, frames)
+    out.append(_final_event("responses", seq))
+    return out
+
+
+def _cut(text: str, count: int) -> tuple[str, ...]:
+    """``text`` cut into ``count`` fragments of about one size."""
+    cuts = [len(text) * i // count for i in range(count + 1)]
+    return tuple(text[a:b] for a, b in itertools.pairwise(cuts))
+
+
 def event_data(event: bytes) -> bytes:
     """The joined ``data:`` lines of one event (what a client would ``json.loads``)."""
     lines = [
@@ -332,7 +409,8 @@ def event_data(event: bytes) -> bytes:
 # --- what the upstream serves -----------------------------------------------------------------
 
 #: Events in the proxy stream workloads; a tool call every STREAM_TOOL_EVERY in "sse.tools",
-#: in every event in "sse.every" (the worst case), none in "sse.text".
+#: in every event in "sse.every" (the worst case), none in "sse.text"; in "sse.responses" a
+#: Responses stream whose every event names its call (``responses_call_events``).
 STREAM_EVENTS = 2000
 STREAM_TOOL_EVERY = 20
 #: The upstream sends a stream in pieces of this size (one HTTP chunk each), cut anywhere, so
@@ -396,6 +474,12 @@ def canned(name: str) -> Canned:
             chunks=first_event_stream(),
             events=1 + FIRST_EVENT_REST,
             pause=FIRST_EVENT_PAUSE,
+        )
+    if name == "sse.responses":
+        return Canned(
+            "text/event-stream",
+            chunks=pieces(b"".join(responses_call_events(STREAM_EVENTS)), STREAM_CHUNK),
+            events=STREAM_EVENTS,
         )
     if kind == "sse":
         return Canned(

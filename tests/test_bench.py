@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from mitmproxy.test import tflow
 
+import toolid
 from bench import client, workloads
 from bench.floor_addon import Floor
 from bench.profile import ROOTS, shares, stacks
@@ -251,6 +252,26 @@ def test_without_an_accelerator(flag: str, reported: str) -> None:
     assert reported in done.stdout
     if flag == "--no-native":
         assert "TARGETS, native accelerator: off (TOOLID_NATIVE=off) (not judged)" in done.stdout
+
+
+def test_the_responses_stream_names_a_call_in_every_event() -> None:
+    """``sse.responses``: every event but the last names its call by the item's id, a call
+    every ``CALL_EVENTS`` events, and toolid encodes every one of those ids."""
+    events = workloads.responses_call_events(workloads.STREAM_EVENTS)
+    assert len(events) == workloads.STREAM_EVENTS
+    body = b"".join(workloads.canned("sse.responses").chunks)
+    assert body == b"".join(events)
+    for n, event in enumerate(events[:-1]):
+        item = workloads.patch_item_id(n // workloads.CALL_EVENTS).encode()
+        assert event.count(b'"' + item + b'"') == 1, event
+    assert b"response.completed" in events[-1]
+    stream = toolid.ResponseStream(path=workloads.PATHS["responses"])
+    out = b"".join(stream.feed(piece).body for piece in workloads.pieces(body, 16 * 1024))
+    out += stream.finish().body
+    calls = -(-(workloads.STREAM_EVENTS - 1) // workloads.CALL_EVENTS)
+    for k in range(calls):
+        raw, client = workloads.patch_item_id(k), workloads.patch_client_item_id(k)
+        assert f'"{raw}"'.encode() not in out and out.count(f'"{client}"'.encode()) >= 48, k
 
 
 def test_the_client_reads_a_chunked_response_split_anywhere() -> None:

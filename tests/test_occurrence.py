@@ -314,9 +314,11 @@ def run_stream(api: Api, body: bytes, taken: Taken, piece: int = 0) -> bytes:
     return out
 
 
-def test_responses_stream_every_event_of_a_call_agrees() -> None:
-    """added, arguments deltas, done and completed all carry the same tagged ids."""
-    body = sse(*responses_stream("call_0", "fc_0"), names=True)
+@pytest.mark.parametrize("names", [True, False])
+def test_responses_stream_every_event_of_a_call_agrees(names: bool) -> None:
+    """added, arguments deltas, done and completed all carry the same tagged ids (with and
+    without an ``event:`` line before each event's data)."""
+    body = sse(*responses_stream("call_0", "fc_0"), names=names)
     out = run_stream(Api.RESPONSES, body, Taken.of(["call_0", "fc_0"]))
     assert out == body.replace(b'"call_0"', b'"tid1_call_0-_2"').replace(
         b'"fc_0"', b'"tid1_fc_0-_2"'

@@ -1,8 +1,7 @@
-"""The compiled walker (``find_ids``: the table's positions compiled into one generated
-function per API and kind of document) finds exactly what a plain step-by-step reading of the
-notation finds, in the same order, on random documents made of the table's own vocabulary
-(member names, ``type`` values, ``index`` members, arrays or single objects where arrays are
-expected)."""
+"""The walker (``find_ids``: the table's tree, read node by node, breadth first) finds exactly
+what a plain step-by-step reading of the notation finds, in the same order, on random
+documents made of the table's own vocabulary (member names, ``type`` values, ``index``
+members, arrays or single objects where arrays are expected)."""
 
 from __future__ import annotations
 
@@ -114,12 +113,12 @@ def _as_tuples(found: list[Found]) -> list[tuple[int, str, str, str, str, Call]]
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(document=DOCUMENTS, api=st.sampled_from(list(Api)), doc=st.sampled_from(list(Doc)))
-def test_compiled_walker_finds_what_the_notation_says(document: Any, api: Api, doc: Doc) -> None:
+def test_walker_finds_what_the_notation_says(document: Any, api: Api, doc: Doc) -> None:
     assert_walkers_agree(document, api, doc)
 
 
 def assert_walkers_agree(document: Any, api: Api, doc: Doc) -> None:
-    """The native walker (when built) and the generated Python one find what the notation says."""
+    """The native walker (when built) and the Python one find what the notation says."""
     expected = _as_tuples(reference(document, api, doc))
     assert _as_tuples(find_ids(document, api, doc)) == expected
     with stdlib_only():
@@ -133,7 +132,7 @@ def assert_walkers_agree(document: Any, api: Api, doc: Doc) -> None:
     doc=st.sampled_from(list(Doc)),
     root=st.sampled_from(["messages", "input", "output", "content", "choices", "item"]),
 )
-def test_compiled_walker_on_arrays_under_the_tables_roots(
+def test_walker_on_arrays_under_the_tables_roots(
     items: list[Any], api: Api, doc: Doc, root: str
 ) -> None:
     """Random elements under a root member the table starts from, so that walks go deep."""

@@ -26,8 +26,8 @@
  *   toolid/sse.py's EventFramer.feed_marked frames them with the marker words (a tuple of 1
  *   to MAX_MARKERS non-empty bytes): whole events without a word are skipped, each event
  *   holding one is (start, end, ids), ids id_spans of its data (offsets into data) when the
- *   event is one "data: " line of at most limit bytes, else None; end: where the complete
- *   events end. None: data holds a CR (then line endings may not all be LF).
+ *   event's data is one line of at most limit bytes (toolid/locate.py: data_line), else None;
+ *   end: where the complete events end. None: data holds a CR (line endings may not be LF).
  *
  * first_marker(data, words) -> int: where the first of the words (as event_ids takes them)
  *   starts in data, or -1 (toolid/markers.py).
@@ -697,6 +697,13 @@ static const unsigned char *blank_line(const unsigned char *p, const unsigned ch
     return p != NULL && end - p >= 2 ? p : NULL;
 }
 
+/* Where the data of the event [line, last + 2) starts, or -1 (toolid/locate.py: data_line). */
+static Py_ssize_t data_line(const unsigned char *b, Py_ssize_t line, Py_ssize_t last) {
+    for (const unsigned char *lf; (lf = memchr(b + line, '\n', last - line)); line = lf - b + 1)
+        if (lf - (b + line) >= 4 && memcmp(b + line, "data", 4) == 0) return -1;
+    return last - line >= 6 && memcmp(b + line, "data: ", 6) == 0 ? line + 6 : -1;
+}
+
 static PyObject *event_ids(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     Words m;
     Py_buffer view;
@@ -723,10 +730,8 @@ static PyObject *event_ids(PyObject *Py_UNUSED(module), PyObject *const *args, P
         const unsigned char *ends = hit < 0 ? NULL : blank_line(b + start, b + n);
         if (ends == NULL) break;
         Py_ssize_t end = ends - b + 2; /* the event [start, end) holds a marker */
-        int one_line = end - start <= limit && end - start >= 8 &&
-                       memcmp(b + start, "data: ", 6) == 0 &&
-                       memchr(b + start, '\n', end - start) == b + end - 2;
-        PyObject *ids = one_line ? ids_of(b, start + 6, end - 2, args[3], &a) : Py_NewRef(Py_None);
+        Py_ssize_t at = end - start <= limit ? data_line(b, start, end - 2) : -1;
+        PyObject *ids = at >= 0 ? ids_of(b, at, end - 2, args[3], &a) : Py_NewRef(Py_None);
         PyObject *event = ids ? Py_BuildValue("(nnN)", start, end, ids) : NULL;
         if (event == NULL || PyList_Append(events, event) < 0) Py_CLEAR(events);
         Py_XDECREF(event);

@@ -116,6 +116,23 @@ class Targets:
             self.members.append((found.holder, found.key, found.value, new))
 
 
+type Mention = tuple[str, Call, str]  # a reference: its path, its call's number, the raw id
+
+
+class References:
+    """What ``decide`` gave the references of one response so far, by mention: the change and
+    the new literal (None: unchanged). A reference's client id is that of the call it points
+    at, which the calls given client ids before it decide, so these hold while ``CallIds``
+    gives none more (``given``): a call's id named again and again in one stream is decided
+    once, then found here."""
+
+    __slots__ = ("given", "said")
+
+    def __init__(self) -> None:
+        self.given = 0  # how many client ids ``CallIds`` had given when ``said`` was filled
+        self.said: dict[Mention, tuple[Change, bytes] | None] = {}
+
+
 def decide(
     found_ids: list[Found],
     api: Api,
@@ -123,38 +140,27 @@ def decide(
     calls: CallIds | None,
     *,
     in_call_order: bool = False,
+    references: References | None = None,
 ) -> tuple[tuple[Change, ...], Targets]:
     """Each id position that changes (or is kept), with its change, and the positions whose
     value changes. ``calls``: encoding, the client ids of this response's calls, given in
     call order (by number, then what refers to them: ``call_order``) unless
     ``in_call_order`` says ``found_ids`` come so already (the ids of several events, each
-    event's in call order)."""
-    changes: list[Change] = []
+    event's in call order). ``references``: what the references of the same response were
+    given before (a stream's events, decided piece by piece)."""
     targets = Targets()
-    add = targets.add
-    make = tuple.__new__  # Change(...) without NamedTuple's Python-level __new__ (per id)
     if policy.direction is Direction.ENCODE:
         calls = calls if calls is not None else CallIds(policy.profile)
         if len(found_ids) > 1 and not in_call_order:
             found_ids = call_order(found_ids)
-        define, refer = calls.define, calls.refer
-        if api in CALLS_BY_MENTION:  # every definition is a call of its own
-            define = calls.define_alone
-        located = targets.edits.append
-        for found in found_ids:  # per id: CallIds.client_id, inline
-            _, key, value, path, role, call, _, span = found
-            client = define(call, key, value) if role is DEFINES else refer(call, value)
-            if client != value:
-                changes.append(make(Change, (path, value, client, "encoded", "", "")))
-                if span is not None:  # Targets.add, inline for a located literal
-                    start, end = span  # a client id ([A-Za-z0-9_-]) needs no escape
-                    located((start, end, b'"' + client.encode() + b'"'))
-                else:
-                    add(found, client)
-        return tuple(changes), targets
+        if references is None:
+            references = References()
+        return _encoded(found_ids, api in CALLS_BY_MENTION, calls, references, targets), targets
     if policy.rules is None:  # restore every encoded id
         targets.client_ids = True  # only ids decode changes: encode made them
         return _restored(found_ids, targets), targets
+    changes: list[Change] = []
+    add = targets.add
     # A destination with rules: each position once, in document order, so that results
     # find the calls before them.
     found_ids = list({f.span or (id(f.holder), f.key): f for f in found_ids}.values())
@@ -174,6 +180,60 @@ def decide(
         if change.action != "kept":
             add(found, new_value(change))
     return tuple(changes), targets
+
+
+def _encoded(
+    found_ids: list[Found],
+    by_mention: bool,
+    calls: CallIds,
+    references: References,
+    targets: Targets,
+) -> tuple[Change, ...]:
+    """``decide`` encoding, in call order: each definition's client id from ``calls``
+    (``by_mention``: every definition a call of its own, ``positions.CALLS_BY_MENTION``), each
+    reference's that of the call it points at (``references`` first), and the change and
+    the edit of each that changes."""
+    changes: list[Change] = []
+    add, located = targets.add, targets.edits.append
+    make = tuple.__new__  # Change(...) without NamedTuple's Python-level __new__ (per id)
+    define, refer = calls.define_alone if by_mention else calls.define, calls.refer
+    said, given = references.said, calls.given
+    if references.given != len(given):  # calls were given client ids since
+        said.clear()
+        references.given = len(given)
+    for found in found_ids:  # per id: CallIds.client_id, inline
+        _, key, value, path, role, call, _, span = found
+        if role is DEFINES:
+            client = define(call, key, value)
+            if references.given != len(given):  # a new call: references may follow it
+                said.clear()
+                references.given = len(given)
+            if client == value:
+                continue
+            change = make(Change, (path, value, client, "encoded", "", ""))
+            literal = b'"' + client.encode() + b'"'  # a client id needs no escape
+        else:
+            mention = (path, call, value)
+            answer = said.get(mention, _UNSAID)
+            if answer is _UNSAID:  # its first mention since the last new call
+                client = refer(call, value)
+                answer = said[mention] = (
+                    None
+                    if client == value
+                    else (
+                        make(Change, (path, value, client, "encoded", "", "")),
+                        b'"' + client.encode() + b'"',
+                    )
+                )
+            if answer is None:
+                continue
+            change, literal = answer
+        changes.append(change)
+        if span is not None:  # Targets.add, inline for a located literal
+            located((span[0], span[1], literal))
+        else:
+            add(found, change.client)
+    return tuple(changes)
 
 
 def _restored(found_ids: list[Found], targets: Targets) -> tuple[Change, ...]:
@@ -199,6 +259,7 @@ def _restored(found_ids: list[Found], targets: Targets) -> tuple[Change, ...]:
     return changes
 
 
+_UNSAID: Final[tuple[Change, bytes]] = (Change("", "", "", "encoded"), b"")  # not in ``said``
 _START: Final = itemgetter(0)  # a span's
 _END: Final = itemgetter(1)
 

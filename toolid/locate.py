@@ -35,7 +35,19 @@ from toolid.apis import api_from_shape
 from toolid.decide import Member, Targets, call_order
 from toolid.edit import Edit, RewriteError, literal_of, splice
 from toolid.markers import Markers
-from toolid.positions import LABELS, TYPE, Api, Call, Doc, Found, Role, find_ids, positions
+from toolid.positions import (
+    DEFINES,
+    LABELS,
+    REFERS,
+    TYPE,
+    Api,
+    Call,
+    Doc,
+    Found,
+    Role,
+    find_ids,
+    positions,
+)
 from toolid.sse import marked_events
 
 # A label of a history element (its role or type, which pairing reads): (path, key, value).
@@ -155,11 +167,14 @@ def events(
     endings all LF so far) in which ``markers`` find something; None when ``data`` holds a CR
     (its line endings may not all be LF).
 
-    An event's ids are located when it is one "data: " line of at most ``limit`` bytes whose
-    literals are located for sure; any other event with a marker is left unread (the caller
-    reads it whole, after the ids before it). Without the accelerator an event whose data
-    ``wanted`` does not want (``body.may_change`` of data that spells a marker says nothing
-    in it can change) has no ids, unread.
+    An event's ids are located when it is at most ``limit`` bytes, its data is one "data: "
+    line (``data_line``) and its literals are located for sure; any other event with a marker
+    is left unread (the caller reads it whole, after the ids before it). Without the
+    accelerator an event whose data ``wanted`` does not want (``body.may_change`` of data that
+    spells a marker says nothing in it can change) has no ids; unless it spells the id of a
+    call defined earlier in ``data``: ``wanted`` answers for the calls decided so far, and
+    that call, not decided yet, may get an occurrence tag that its references follow, so
+    such an event is left unread.
     """
     ids: list[Found] = []
     unread: list[tuple[int, int, int]] = []
@@ -187,29 +202,41 @@ def events(
     if data.find(b"\r") >= 0:
         return None
     end, marked = marked_events(data, 0, len(data), markers)
+    refers = _refer(api)
+    defined: list[bytes] | None = []  # the definitions' literals so far (None: not known)
     for start, stop in marked:
-        found = _event_ids(data, start, stop, limit=limit, api=api, wanted=wanted)
+        after = defined if refers else []
+        found = _event_ids(data, start, stop, limit=limit, api=api, wanted=wanted, after=after)
         if found is None:
             unread.append((start, stop, len(ids)))
+            defined = None
         else:
             ids.extend(call_order(found))
+            if refers and defined is not None:
+                defined += (b'"' + f.value.encode() + b'"' for f in found if f.role is DEFINES)
     return EventIds(end, ids, unread)
 
 
 def _event_ids(
-    data: bytes, start: int, end: int, *, limit: int, api: Api, wanted: Callable[[bytes], bool]
+    data: bytes,
+    start: int,
+    end: int,
+    *,
+    limit: int,
+    api: Api,
+    wanted: Callable[[bytes], bool],
+    after: list[bytes] | None,
 ) -> list[Found] | None:
     """``events``' ids of one event, read in full, each literal found by a byte search: the one
-    plain spelling of its value in the data (None where that proves nothing)."""
-    if (
-        end - start > limit
-        or not data.startswith(_DATA, start)
-        or data.find(b"\n", start) != end - 2
-    ):
+    plain spelling of its value in the data (None where that proves nothing). ``after``: the
+    literals of the definitions before it, not decided yet (None: not known)."""
+    at = data_line(data, start, end) if end - start <= limit else -1
+    if at < 0:
         return None
-    at = start + len(_DATA)
     document = data[at : end - 2]
-    if not wanted(document):
+    if not wanted(document):  # unless it may refer to a call defined before it (see events)
+        if after is None or any(document.find(literal) >= 0 for literal in after):
+            return None
         return []
     try:
         parsed, strict_utf8 = jsonparse.loads_checked(document)
@@ -235,6 +262,28 @@ def _event_ids(
         span = (at + hit, at + hit + len(literal))
         spans.append(make(Found, (holder, key, value, path, role, call, kind, span)))
     return spans
+
+
+def data_line(data: bytes, start: int, end: int) -> int:
+    """Where the data of the event ``data[start:end]`` (LF line endings, its blank line at
+    ``end - 2``) starts when it is one "data: " line, the event's last, after lines none of
+    which starts with "data" (other fields, such as a Responses stream's "event: ...", and
+    comments); else -1. The data is then ``data[at:end - 2]``, as ``sse.data_lines`` reads it
+    (the native ``event_ids`` reads the same events)."""
+    newline = data.rfind(b"\n", start, end - 2)
+    line = start if newline < 0 else newline + 1
+    if not data.startswith(_DATA, line):
+        return -1
+    if line > start and (data.startswith(b"data", start) or data.find(b"\ndata", start, line) >= 0):
+        return -1
+    return line + len(_DATA)
+
+
+@functools.cache
+def _refer(api: Api) -> bool:
+    """Whether the events of ``api`` may refer to a call (then whether an event may change
+    depends on what the calls before it got)."""
+    return any(role is REFERS for _, role, _ in _rows(api, _EVENT))
 
 
 # The holder of an id whose object has no "type": the rules read it; nothing writes to the

@@ -13,13 +13,14 @@ result, an event about a call). Each id found in a response or event also carrie
 number of the call it belongs to (choice and tool-call index, Responses output_index,
 Messages content-block index, Converse contentBlockIndex), so every mention of one call
 can get one client id; in the APIs of ``CALLS_BY_MENTION`` (Gemini) every definition is a call
-of its own. This module is the table plus the walker that reads it; it knows nothing of bytes.
+of its own. This module is data plus the walker that reads it (``find_ids``, which follows
+the table's tree); it knows nothing of bytes.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Final, NamedTuple
@@ -207,32 +208,62 @@ def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
             if type(number := document.get(name)) is int:
                 root = (number,)
                 break
-    walk, count = _WALKERS[(api, doc)]
+    tree, count, numbers = _WALKS[(api, doc)]
     found: list[list[Found]] = [[] for _ in range(count)] if count > 1 else [[]]
-    walk(document, root, found)
+    make = tuple.__new__  # Found(...) without NamedTuple's Python-level __new__ (per id)
+    # The nodes to visit, each with its tree, concrete path and call, in the order they are
+    # reached: breadth first, which finds each position's ids in document order too.
+    work: list[tuple[Any, Tree, str, Call]] = [(document, tree, "", root)]
+    append = work.append
+    for node, tree, path, call in work:  # leaves read their member, the rest goes on
+        leaves, members, elements = tree
+        if (leaves or members) and isinstance(node, dict):
+            for key, slot, role, kind in leaves:
+                value = node.get(key)
+                if type(value) is str:
+                    where = f"{path}.{key}" if path else key
+                    row = (node, key, value, where, role, call, kind, None)
+                    found[slot].append(make(Found, row))
+            for key, inside in members:
+                child = node.get(key)
+                if child is not None:
+                    append((child, inside, f"{path}.{key}" if path else key, call))
+        for types, needs, bare, inside in elements:
+            if isinstance(node, list):  # every element, numbered by its index, else position
+                for index, element in enumerate(node):
+                    if bare or _admits(element, types, needs):
+                        inner = call
+                        if numbers:  # admitted: an object, unless bare
+                            dictionary = not bare or isinstance(element, dict)
+                            number = element.get(ELEMENT_NUMBER) if dictionary else None
+                            inner = (*call, number if type(number) is int else index)
+                        append((element, inside, f"{path}[{index}]", inner))
+            elif bare or _admits(node, types, needs):  # an object: its own one element
+                append((node, inside, path, call))
     return found[0] if count == 1 else [one for each in found for one in each]
 
 
-# The positions of one API and kind of document compiled into the source of one function:
-# nested loops and tests with the table's member names and filters written in (as the
-# standard library's dataclasses do). Positions that begin with the same steps share them, so
-# each node is visited once, and a node costs a few bytecodes, not a function call (measured:
-# half the time of a tree of small functions). Generated once, at import, from the table;
-# ``walk.__doc__`` holds the source, for debugging.
-type _Walk = Callable[[Any, Call, list[list[Found]]], None]
 type _Branch = tuple[tuple[_Step, ...], int, Role, str]  # steps left, slot, role, kind
 type _Leaf = tuple[str, int, Role, str]  # an id's member, its position's slot, role, kind
 
 
 class Tree(NamedTuple):
     """The positions of a table from one node on, grouped by their next step (positions that
-    begin with the same steps share them): what the walkers follow."""
+    begin with the same steps share them, so each node is visited once): what the walkers
+    follow (``find_ids``; the native parser's, ``prune``)."""
 
     leaves: tuple[_Leaf, ...]
     members: tuple[tuple[str, Tree], ...]  # (member, what follows inside it)
     # [] or [type=...]: (types or None, the members one of which an element needs or None,
     # whether elements that are not objects go on too, what follows inside an element)
     elements: tuple[tuple[frozenset[str] | None, frozenset[str] | None, bool, Tree], ...]
+
+
+def _admits(element: Any, types: frozenset[str] | None, needs: frozenset[str] | None) -> bool:
+    """Whether an element goes on past ``[]`` or ``[type=...]`` (see ``Tree.elements``)."""
+    if not isinstance(element, dict) or (needs is not None and needs.isdisjoint(element)):
+        return False
+    return types is None or (isinstance(kind := element.get(TYPE), str) and kind in types)
 
 
 def _tree(branches: list[_Branch]) -> Tree:
@@ -260,146 +291,6 @@ def _tree(branches: list[_Branch]) -> Tree:
     return Tree(tuple(leaves), members, tuple(elements))
 
 
-class _At(NamedTuple):
-    """Where the generated code stands: the variable holding the node, the node's concrete
-    path (literal parts and ``[{i3}]`` parts naming loop variables), the variables holding
-    the call numbers added on the way, the indentation, and whether the node is an object."""
-
-    node: str
-    path: tuple[str, ...]
-    numbers: tuple[str, ...]
-    depth: int
-    is_dict: bool = False
-
-
-class _WalkSource:
-    """The source of one walk function, and the constants it refers to."""
-
-    def __init__(self, tree: Tree, numbered: bool) -> None:
-        self.numbered = numbered  # whether elements add their call number (not in requests)
-        self.lines = ["def walk(node, call, found):"]
-        self.constants: dict[str, Any] = {"Found": Found, "make": tuple.__new__}
-        self._names = 0
-        self.visit(_At("node", (), (), 1), tree)
-        self.emit(1, "return None")
-
-    def name(self, stem: str) -> str:
-        """A fresh variable name."""
-        self._names += 1
-        return f"{stem}{self._names}"
-
-    def constant(self, value: Any) -> str:
-        """The name under which the code sees ``value``."""
-        name = self.name("K")
-        self.constants[name] = value
-        return name
-
-    def emit(self, depth: int, line: str) -> None:
-        self.lines.append("    " * depth + line)
-
-    def visit(self, at: _At, tree: Tree) -> None:
-        """Code visiting the node ``at``: leaves read their member, members and elements go on."""
-        if tree.leaves or tree.members:
-            depth = at.depth
-            if not at.is_dict:
-                self.emit(depth, f"if isinstance({at.node}, dict):")
-                depth += 1
-            for leaf in tree.leaves:
-                self.leaf(at, depth, leaf)
-            for key, inside in tree.members:
-                child = self.name("n")
-                self.emit(depth, f"{child} = {at.node}.get({key!r})")
-                self.emit(depth, f"if {child} is not None:")
-                where = (*at.path, f".{key}" if at.path else key)
-                self.visit(_At(child, where, at.numbers, depth + 1), inside)
-        for types, needs, bare, inside in tree.elements:
-            self.elements(at, types, needs, bare, inside)
-
-    def leaf(self, at: _At, depth: int, leaf: _Leaf) -> None:
-        """Code adding the id in the leaf's member of the object ``at``, if it is a string."""
-        key, slot, role, kind = leaf
-        value = self.name("v")
-        where = _path_expression((*at.path, f".{key}" if at.path else key))
-        call = f"(*call, {', '.join(at.numbers)})" if at.numbers else "call"
-        self.emit(depth, f"{value} = {at.node}.get({key!r})")
-        self.emit(depth, f"if type({value}) is str:")
-        self.emit(
-            depth + 1,
-            f"found[{slot}].append(make(Found, ({at.node}, {key!r}, {value}, {where}, "
-            f"{self.constant(role)}, {call}, {kind!r}, None)))",
-        )
-
-    def elements(
-        self,
-        at: _At,
-        types: frozenset[str] | None,
-        needs: frozenset[str] | None,
-        bare: bool,
-        inside: Tree,
-    ) -> None:
-        """``[]`` or ``[type=...]``: every element of an array (an object is its own one
-        element), numbered by its own ``index`` member, else by its position."""
-        index, element, number = self.name("i"), self.name("e"), self.name("c")
-        self.emit(at.depth, f"if isinstance({at.node}, list):")
-        self.emit(at.depth + 1, f"for {index}, {element} in enumerate({at.node}):")
-        self.emit(at.depth + 2, f"if {self.admits(element, types, needs, bare)}:")
-        numbers = at.numbers
-        if self.numbered:
-            read = f"{element}.get({ELEMENT_NUMBER!r})"
-            if bare:
-                read = f"{read} if isinstance({element}, dict) else None"
-            self.emit(at.depth + 3, f"{number} = {read}")
-            self.emit(at.depth + 3, f"{number} = {number} if type({number}) is int else {index}")
-            numbers = (*numbers, number)
-        where = (*at.path, "[{" + index + "}]")
-        self.visit(_At(element, where, numbers, at.depth + 3, not bare), inside)
-        self.emit(at.depth, "else:")  # an object: its own one element, no number added
-        self.emit(at.depth + 1, f"if {self.admits(at.node, types, needs, bare)}:")
-        self.visit(_At(at.node, at.path, at.numbers, at.depth + 2, not bare), inside)
-
-    def admits(
-        self, element: str, types: frozenset[str] | None, needs: frozenset[str] | None, bare: bool
-    ) -> str:
-        """The test an element passes to go on (see ``Tree.elements``)."""
-        tests = []
-        if needs is not None and len(needs) == 1:
-            tests.append(f"{next(iter(needs))!r} in {element}")
-        elif needs is not None:
-            tests.append(f"not {self.constant(needs)}.isdisjoint({element})")
-        if types is not None:
-            kind = self.name("t")
-            tests.append(
-                f"isinstance({kind} := {element}.get({TYPE!r}), str) "
-                f"and {kind} in {self.constant(types)}"
-            )
-        if bare:  # then nothing is tested of objects either
-            return "True"
-        return " and ".join([f"isinstance({element}, dict)", *tests])
-
-
-def _path_expression(parts: tuple[str, ...]) -> str:
-    """A path made of literal parts and ``[{i3}]`` parts as an expression: a string literal,
-    or an f-string when it has indices."""
-    if not any(part.startswith("[{") for part in parts):
-        return repr("".join(parts))
-    escaped = (
-        part if part.startswith("[{") else part.replace("{", "{{").replace("}", "}}")
-        for part in parts
-    )
-    return "f" + repr("".join(escaped))
-
-
-def _compile_walk(tree: Tree, numbered: bool) -> _Walk:
-    """One function finding every position of ``tree`` (see ``_WalkSource``)."""
-    source = _WalkSource(tree, numbered)
-    text = "\n".join(source.lines)
-    namespace = dict(source.constants)
-    exec(text, namespace)  # the source is generated from the table, nothing else
-    walk: _Walk = namespace["walk"]
-    walk.__doc__ = text
-    return walk
-
-
 #: The tree of each API and kind of document (``prune`` derives what to keep from it too).
 TREES: Final[dict[tuple[Api, Doc], Tree]] = {
     key: _tree([(p.steps, slot, p.role, p.kind) for slot, p in enumerate(compiled)])
@@ -412,8 +303,10 @@ def numbered(doc: Doc) -> bool:
     return doc is not Doc.REQUEST and doc is not Doc.HISTORY
 
 
-_WALKERS: Final[dict[tuple[Api, Doc], tuple[_Walk, int]]] = {
-    (api, doc): (_compile_walk(tree, numbered(doc)), len(_COMPILED[(api, doc)]))
+# What ``find_ids`` reads of each API and kind of document: its tree, how many positions it
+# has, and whether array elements add their call number (``numbered``).
+_WALKS: Final[dict[tuple[Api, Doc], tuple[Tree, int, bool]]] = {
+    (api, doc): (tree, len(_COMPILED[(api, doc)]), numbered(doc))
     for (api, doc), tree in TREES.items()
 }
 

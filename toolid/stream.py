@@ -23,7 +23,7 @@ from typing import ClassVar, Final, Protocol
 
 from toolid import body, decompress, locate
 from toolid.body import Change, Direction, Edit, Policy, RewriteError
-from toolid.decide import decide
+from toolid.decide import References, decide
 from toolid.edit import shifted
 from toolid.occurrence import CallIds
 from toolid.positions import Api, Doc, Found
@@ -184,6 +184,7 @@ class StreamRewriter(PieceRewriter):
         self._read_as(self.api)
         self._encodes = self.policy.direction is Direction.ENCODE  # ids made safe, not restored
         self._framer = EventFramer()
+        self._references = References()  # what the located references were given
         self._at_start = True
         self._skipping = False  # inside an oversized event: forward as it comes
 
@@ -313,7 +314,14 @@ class StreamRewriter(PieceRewriter):
         if not batch:
             return
         assert self.api is not None
-        changes, targets = decide(batch, self.api, self.policy, self.calls, in_call_order=True)
+        changes, targets = decide(
+            batch,
+            self.api,
+            self.policy,
+            self.calls,
+            in_call_order=True,
+            references=self._references,
+        )
         self.changes.extend(changes)
         located = targets.edits
         if len(located) > 1:

@@ -14,7 +14,7 @@
  *              a built table only) TypeError or ValueError.
  * event_ids    a table as above (an event's), a byte for the words (an API's markers, or
  *              words spelled out), two bytes of limit (see event_args), the rest is the data
- *              (a view). The answer must be EventFramer.feed_marked's framing, each one-line
+ *              (a view). The answer must be EventFramer.feed_marked's framing, each one-data-line
  *              event's ids id_spans' of its data, or None when the data holds a CR
  *              (check_events); wrong words or limits must give TypeError or ValueError, and a
  *              built table may.
@@ -55,6 +55,7 @@ static const char HELPERS[] =
     "sys.path[:0] = [os.environ['TOOLID_ROOT'], *os.environ['TOOLID_SITE'].split(os.pathsep)]\n"
     "from operator import itemgetter\n"
     "from toolid.body import id_markers\n"
+    "from toolid.locate import data_line\n"
     "from toolid.markers import Markers\n"
     "from toolid.positions import LABELS, TYPE, find_ids, positions\n"
     "from toolid.prune import TABLES\n"
@@ -187,7 +188,7 @@ static const char HELPERS[] =
     "    expected = [marks[row[:2]][1:-1].decode() for row in ids]\n"
     "    found = [row[1] for row in twin(marked, api, doc) if row[3] is not LABELS]\n"
     "    assert found == expected, 'a span is not its literal'\n"
-    "# event_ids' answer: EventFramer.feed_marked's framing, each one-line event's ids id_spans'.\n"
+    "# event_ids' answer: EventFramer.feed_marked's framing, each one-data-line event's ids id_spans'.\n"
     "def check_events(data, words, limit, table, index, result):\n"
     "    import _native\n"
     "    if b'\\r' in data:\n"
@@ -202,13 +203,13 @@ static const char HELPERS[] =
     "    assert end == at == len(data) - len(framer), (end, at)\n"
     "    assert [event[:2] for event in events] == marked, (events, marked)\n"
     "    for start, stop, ids in events:\n"
-    "        event = data[start:stop]\n"
-    "        if not (event.startswith(b'data: ') and event.find(b'\\n') == len(event) - 2 and len(event) <= limit):\n"
-    "            assert ids is None, (event, ids)\n"
+    "        at = data_line(data, start, stop) if stop - start <= limit else -1\n"
+    "        if at < 0:\n"
+    "            assert ids is None, (data[start:stop], ids)\n"
     "            continue\n"
-    "        alone = _native.id_spans(event[6:-2], table)\n"
-    "        check_spans(event[6:-2], index, alone)\n"
-    "        assert ids == (alone and [(s + start + 6, e + start + 6, *rest) for s, e, *rest in alone])\n";
+    "        alone = _native.id_spans(data[at:stop - 2], table)\n"
+    "        check_spans(data[at:stop - 2], index, alone)\n"
+    "        assert ids == (alone and [(s + at, e + at, *rest) for s, e, *rest in alone])\n";
 
 static void fail(const char *what) {
     fprintf(stderr, "native_fuzz: %s\n", what);
