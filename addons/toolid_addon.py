@@ -16,11 +16,10 @@ import asyncio
 import gc
 import importlib.util
 import logging
-import re
 import sys
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -39,18 +38,19 @@ import toolid_checks
 from toolid_records import MARK_CHANGED, MARK_PROBLEM, MARK_SIGNED, FlowRecords, describe, where
 from toolid_socket import ResponsesSockets
 from toolid_status import StatusServer
-from toolid_view import ToolIdView, api_of
+from toolid_view import ToolIdView
 
 import toolid
 from toolid import (
     DEFAULT_MAX_EVENT_BYTES,
     PROFILES,
+    Api,
     Change,
     Framing,
     Profile,
     Rewritten,
+    RewrittenRequest,
     Taken,
-    annotate,
     api_from_path,
     codec,
     destination,
@@ -71,7 +71,6 @@ __all__ = ["MARK_CHANGED", "MARK_PROBLEM", "MARK_SIGNED", "ToolId", "addons", "t
 MODES = ("rewrite", "observe")
 WEBSOCKET_MODES = ("rewrite", "pass", "refuse")
 DRAIN_EVERY = 256  # a stream's changes are recorded in batches of this many, and at its end
-_STREAM_VALUE = re.compile(rb"\s*:\s*true")
 
 
 class _EveryFlow(tuple[mflow.Flow, ...]):
@@ -126,9 +125,12 @@ class ToolId:
         self.max_event_bytes = DEFAULT_MAX_EVENT_BYTES
         self._every_host = True  # toolid_hosts covers every host
         self.records = FlowRecords()  # what toolid writes into flows and the log
-        # The ids each in-flight flow's request history defines, for its response's
-        # occurrence tags: per flow, gone with the flow (the proxy keeps no state across).
-        self._taken: weakref.WeakKeyDictionary[http.HTTPFlow, Taken] = weakref.WeakKeyDictionary()
+        # What each in-flight flow's request was read as, for its response: its API and the
+        # ids its history defines (occurrence tags). Per flow, gone with the flow or at its
+        # response (the proxy keeps no state across flows).
+        self._asked: weakref.WeakKeyDictionary[http.HTTPFlow, tuple[Api | None, Taken]] = (
+            weakref.WeakKeyDictionary()
+        )
         # Responses over WebSocket (toolid_websocket): each open connection's state (what it
         # takes, the current response), gone when the connection closes.
         self.websocket = "rewrite"
@@ -417,13 +419,13 @@ class ToolId:
                 self.records.problem(flow, problem)
         except Exception as exc:
             self.records.problem(flow, f"response left unchanged: unexpected error {exc!r}")
-        self._taken.pop(flow, None)  # a flow kept for the UI keeps no request copy
+        self._asked.pop(flow, None)  # a flow kept for the UI keeps no request copy
         self.records.finish(flow)
         self.metrics.spend(flow, time.perf_counter() - start)
         self.metrics.finish(flow)
 
     def error(self, flow: http.HTTPFlow) -> None:
-        self._taken.pop(flow, None)
+        self._asked.pop(flow, None)
         if "toolid" in flow.metadata:
             self.records.finish(flow)
         self.metrics.finish(flow)
@@ -469,9 +471,9 @@ class ToolId:
             request.headers["accept-encoding"] = "identity"
         if result.api is not None:
             self.records.of(flow)["api"] = result.api.value
-        self._taken[flow] = result.taken
+        self._asked[flow] = (result.api, result.taken)
 
-    def _check_pairing(self, flow: http.HTTPFlow, result: Rewritten) -> None:
+    def _check_pairing(self, flow: http.HTTPFlow, result: RewrittenRequest) -> None:
         """Name the pairing problems of the request's history (as the client sent it): one
         WARNING line per flow, the flow marked, its comment, ``metadata["toolid"]["pairing"]``.
         The request goes on as it is (ids restored as always): toolid never adds or drops a
@@ -500,10 +502,8 @@ class ToolId:
         headers = _MessageHeaders(response.headers)
         content = self._json_body(flow, response, "response", headers)
         if content is not None:
-            taken = self._taken.pop(flow, _NOTHING_TAKEN)
-            result = toolid.rewrite_response(
-                content, api=api_of(flow), taken=taken, profile=self.profile
-            )
+            api, taken = self._asked_of(flow)
+            result = toolid.rewrite_response(content, api=api, taken=taken, profile=self.profile)
             self._apply(flow, response, "response", headers, result)
 
     def _apply(
@@ -551,9 +551,10 @@ class ToolId:
     ) -> None:
         """Stream an event stream (SSE, or AWS eventstream: Bedrock's ConverseStream and
         InvokeModelWithResponseStream) through the rewriter of its framing."""
+        api, taken = self._asked_of(flow)
         stream = toolid.ResponseStream(
-            api=api_of(flow),
-            taken=self._taken.pop(flow, _NOTHING_TAKEN),
+            api=api,
+            taken=taken,
             profile=self.profile,
             content_encoding=headers.content_encoding or "",
             max_event_bytes=self.max_event_bytes,
@@ -638,6 +639,12 @@ class ToolId:
         return True
 
     # --- scope and bookkeeping ---------------------------------------------------------------
+
+    def _asked_of(self, flow: http.HTTPFlow) -> tuple[Api | None, Taken]:
+        """What the flow's request was read as (its API, the ids its history defines), taken
+        for its response; a request toolid did not read: the API its path names."""
+        asked = self._asked.pop(flow, None)
+        return asked or (api_from_path(flow.request.path), _NOTHING_TAKEN)
 
     def _in_scope(self, flow: http.HTTPFlow) -> bool:
         return self._every_host or scope.covers(self.hosts, flow.request.host, flow.request.port)
@@ -733,51 +740,8 @@ def _every_flow() -> Sequence[mflow.Flow]:
 
 def trace_lines(tool_id: str, flows: Sequence[mflow.Flow]) -> list[str]:
     """``toolid.trace.trace_lines`` of ``flows`` (``#N``: the flow's position among them)."""
-    return trace.trace_lines(tool_id, [exchange(flow) for flow in flows])
-
-
-def exchange(flow: mflow.Flow) -> trace.Exchange | None:
-    """What toolid reads of a flow (None: not an HTTP flow). Bodies are read when asked."""
-    if not isinstance(flow, http.HTTPFlow):
-        return None
-    record = flow.metadata.get("toolid")
-    return trace.Exchange(
-        flow.request.method,
-        flow.request.path.split("?", 1)[0],
-        api_of(flow),
-        record if isinstance(record, dict) else {},
-        _Bodies(flow),
-        _messages(flow),
-    )
-
-
-def _messages(flow: http.HTTPFlow) -> list[tuple[bool, bytes | None]]:
-    """A WebSocket flow's messages as ``trace.Exchange`` takes them (binary ones as None)."""
-    if flow.websocket is None:
-        return []
-    return [(m.from_client, m.content if m.is_text else None) for m in flow.websocket.messages]
-
-
-class _Bodies(Mapping[annotate.Side, tuple[bytes | None, str | None]]):
-    """A flow's stored bodies and content types, decoded only when asked for."""
-
-    def __init__(self, flow: http.HTTPFlow) -> None:
-        self._messages: dict[annotate.Side, http.Message | None] = {
-            "request": flow.request,
-            "response": flow.response,
-        }
-
-    def __getitem__(self, side: annotate.Side) -> tuple[bytes | None, str | None]:
-        message = self._messages[side]
-        if message is None:
-            return None, None
-        return message.get_content(strict=False), message.headers.get("content-type")
-
-    def __iter__(self) -> Iterator[annotate.Side]:
-        return iter(self._messages)
-
-    def __len__(self) -> int:
-        return len(self._messages)
+    exchanges = [trace.exchange_of(f) if isinstance(f, http.HTTPFlow) else None for f in flows]
+    return trace.trace_lines(tool_id, exchanges)
 
 
 addons = [ToolId()]

@@ -21,7 +21,7 @@ from mitmproxy import http, websocket
 from toolid_records import FlowRecords, describe, where
 
 import toolid
-from toolid import Change, Profile, api_from_path, apis_framed_as, report, rules
+from toolid import Change, Profile, Rewritten, api_from_path, apis_framed_as, report, rules
 
 #: The APIs spoken over WebSocket (the Responses API).
 SOCKET_APIS = apis_framed_as("websocket")
@@ -106,6 +106,7 @@ class ResponsesSockets:
     ) -> None:
         connection, records = socket.connection, self.records
         content = message.content
+        result: Rewritten
         if message.from_client:
             side = "request"
             result = connection.client_message(content)

@@ -13,18 +13,9 @@ from typing import Any
 
 from mitmproxy import contentviews, ctx, http, websocket
 
-from toolid import annotate, codec, report
-from toolid.apis import api_from_path, apis_framed_as
-from toolid.positions import Api
+from toolid import annotate, apis_framed_as, codec, report
+from toolid.trace import api_of
 
-
-def api_of(flow: http.HTTPFlow) -> Api | None:
-    """The API toolid read the flow's request as (its records), else the one its path names."""
-    known = _APIS.get(flow.metadata.get("toolid", {}).get("api"))
-    return known or api_from_path(flow.request.path)
-
-
-_APIS: dict[str, Api] = {api.value: api for api in Api}
 _SOCKET_APIS = apis_framed_as("websocket")  # a WebSocket message of theirs is a document
 
 

@@ -1133,7 +1133,7 @@ def test_a_pairing_bug_never_costs_the_request(addon, monkeypatch, caplog):
     def broken(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(toolid_addon.Rewritten, "pairing_problems", broken)
+    monkeypatch.setattr(toolid_addon.RewrittenRequest, "pairing_problems", broken)
     original = chat_request()
     flow = request_flow(original)
     with caplog.at_level(logging.WARNING):

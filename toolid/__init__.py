@@ -10,8 +10,11 @@ bytes back with what changed.
 - ``check_pairing``: the pairing problems of a request's history (a result whose call is
   gone, a call without its result, ...), with the texts strict APIs answer them with;
 - ``encode`` / ``decode``: wire format v1 for one id (docs/wire-format.md);
-- ``Taken``, ``Rewritten``, ``Change``, ``RULE_SETS``, ``api_from_path``,
-  ``streamed_route``: what those take and give.
+- ``Destinations``: which id rule set a request's destination has (by its model, host and
+  path), as the addon decides it; ``parse_host_rules`` / ``parse_model_rules`` read the
+  options' syntax;
+- ``Taken``, ``Rewritten``, ``RewrittenRequest``, ``Change``, ``RULE_SETS``,
+  ``api_from_path``, ``streamed_route``, ``RECORDS``: what those take and give.
 
 Modules the mitmproxy addon reads for its glue: ``scope`` (host patterns), ``report``
 (records and summaries), ``annotate`` (the contentview), ``trace`` (ids in captured flows).
@@ -21,6 +24,14 @@ from toolid.apis import RECORDS, api_from_path, apis_framed_as, streamed_route
 from toolid.apis.record import ApiRecord
 from toolid.codec import PROFILES, Profile, decode, encode, passes
 from toolid.decide import Change
+from toolid.destination import (
+    Destination,
+    Destinations,
+    HostRule,
+    ModelRule,
+    parse_host_rules,
+    parse_model_rules,
+)
 from toolid.occurrence import Taken
 from toolid.pairing import check_request as check_pairing
 from toolid.positions import Api
@@ -28,6 +39,7 @@ from toolid.rewrite import (
     Framing,
     ResponseStream,
     Rewritten,
+    RewrittenRequest,
     framing_of,
     rewrite_request,
     rewrite_response,
@@ -45,11 +57,16 @@ __all__ = [
     "Api",
     "ApiRecord",
     "Change",
+    "Destination",
+    "Destinations",
     "Framing",
+    "HostRule",
+    "ModelRule",
     "Profile",
     "ResponseStream",
     "ResponsesConnection",
     "Rewritten",
+    "RewrittenRequest",
     "RuleSet",
     "Taken",
     "api_from_path",
@@ -58,6 +75,8 @@ __all__ = [
     "decode",
     "encode",
     "framing_of",
+    "parse_host_rules",
+    "parse_model_rules",
     "passes",
     "rewrite_request",
     "rewrite_response",

@@ -5,9 +5,8 @@ from __future__ import annotations
 import importlib
 import zlib
 from collections.abc import Callable
+from types import ModuleType
 from typing import Protocol, cast
-
-import brotli
 
 
 class Decompressor(Protocol):
@@ -42,7 +41,16 @@ def _zstd_frame_factory() -> Callable[[], _ZstdFrame] | None:
     return lambda: cast(_ZstdFrame, zstandard.ZstdDecompressor().decompressobj())
 
 
+def _brotli_module() -> ModuleType | None:
+    """``brotli`` (the Brotli package; mitmproxy depends on it); None without."""
+    try:
+        return importlib.import_module("brotli")
+    except ImportError:
+        return None
+
+
 _new_zstd_frame = _zstd_frame_factory()
+_brotli = _brotli_module()
 
 
 class _Zlib:
@@ -90,7 +98,7 @@ class _Zlib:
 
 
 class _Brotli:
-    def __init__(self) -> None:
+    def __init__(self, brotli: ModuleType) -> None:
         self._inner = brotli.Decompressor()
 
     def decompress(self, data: bytes) -> bytes:
@@ -141,7 +149,12 @@ def for_encoding(content_encoding: str) -> Decompressor | None:
     if name == "deflate":
         return _Zlib(gzip=False)
     if name == "br":
-        return _Brotli()
+        if _brotli is None:
+            raise ValueError(
+                "cannot decode content-encoding 'br': this Python has no brotli module "
+                "(the Brotli package, which mitmproxy brings)"
+            )
+        return _Brotli(_brotli)
     if name == "zstd":
         if _new_zstd_frame is None:
             raise ValueError(

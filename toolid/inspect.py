@@ -37,7 +37,7 @@ from toolid.positions import (
     history_members,
     path_order,
 )
-from toolid.trace import Exchange
+from toolid.trace import Exchange, exchange_of
 
 Format = Literal["json", "jsonl", "sse", "har", "flows"]
 FORMATS: Final[tuple[Format, ...]] = get_args(Format)
@@ -199,9 +199,14 @@ def _scan_har(data: bytes) -> Iterator[Row]:
 
 
 def _scan_flows(data: bytes) -> Iterator[Row]:
-    from mitmproxy import exceptions, http  # noqa: PLC0415 - only this format needs mitmproxy
-    from mitmproxy.io import FlowReader  # noqa: PLC0415
-
+    try:  # only this format needs mitmproxy (the proxy extra)
+        from mitmproxy import exceptions, http  # noqa: PLC0415
+        from mitmproxy.io import FlowReader  # noqa: PLC0415
+    except ImportError:
+        raise InspectError(
+            "reading a mitmproxy flow file needs mitmproxy: pip install 'toolid[proxy]', or "
+            "run toolid inspect where mitmproxy is installed"
+        ) from None
     try:
         flows = list(FlowReader(io.BytesIO(data)).stream())
     except exceptions.FlowReadException as exc:
@@ -209,29 +214,10 @@ def _scan_flows(data: bytes) -> Iterator[Row]:
     except Exception as exc:  # migrating or rebuilding an odd flow can raise anything
         raise InspectError(f"not a readable mitmproxy flow file ({exc!r})") from None
     for number, flow in enumerate(flows, 1):
-        if not isinstance(flow, http.HTTPFlow):
-            continue
-        request = flow.request
-        record = flow.metadata.get("toolid")
-        record = record if isinstance(record, dict) else {}
-        messages: dict[Side, http.Message | None] = {"request": request, "response": flow.response}
-        exchange = Exchange(
-            request.method,
-            request.path.split("?", 1)[0],
-            _recorded_api(record) or api_from_path(request.path),
-            record,
-            {
-                side: (message.get_content(strict=False), message.headers.get("content-type"))
-                for side, message in messages.items()
-                if message is not None
-            },
-            [
-                (m.from_client, m.content if m.is_text else None)
-                for m in (flow.websocket.messages if flow.websocket else ())
-            ],
-        )
-        yield from _exchange_rows(exchange, number)
-        yield from _message_rows(exchange, number)
+        if isinstance(flow, http.HTTPFlow):
+            exchange = exchange_of(flow)
+            yield from _exchange_rows(exchange, number)
+            yield from _message_rows(exchange, number)
 
 
 def _exchange_rows(exchange: Exchange, number: int) -> Iterator[Row]:
@@ -411,13 +397,6 @@ def _body_rows(
         where = f"{label} {side}" + (f" {event}" if event else "")
         pairs = tuple(problems.get(sighting.path, ()))
         yield Row(where, sighting, conversation=number, document=document, pairing=pairs)
-
-
-def _recorded_api(record: Mapping[str, Any]) -> Api | None:
-    try:
-        return Api(record["api"])
-    except (KeyError, ValueError, TypeError):
-        return None
 
 
 def _event_label(sighting: Sighting) -> str:

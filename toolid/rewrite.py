@@ -33,10 +33,12 @@ from toolid.stream import DEFAULT_MAX_EVENT_BYTES, PieceRewriter, StreamRewriter
 
 
 class Rewritten:
-    """What rewriting one body (or one piece of a stream) gives. Read-only: a plain class, not
-    a frozen dataclass, because one is made for every piece of a stream (a fifth of the time)."""
+    """What rewriting one body (or one piece of a stream, or one message) gives: the bytes to
+    forward and what changed. Read-only: a plain class, not a frozen dataclass, because one is
+    made for every piece of a stream (a fifth of the time). A request's is a
+    ``RewrittenRequest``."""
 
-    __slots__ = ("_located", "_source", "api", "body", "changes", "problems", "taken")
+    __slots__ = ("api", "body", "changes", "problems")
 
     def __init__(
         self,
@@ -44,21 +46,15 @@ class Rewritten:
         changes: tuple[Change, ...] = (),
         problems: tuple[str, ...] = (),
         api: Api | None = None,
-        taken: Taken = NOTHING_TAKEN,
-        _source: bytes = b"",
-        _located: Located | None = None,
     ) -> None:
         self.body = body  # what to forward: the input itself when nothing changed
         self.changes = changes
-        self.problems = problems
+        self.problems = problems  # why something could not be rewritten (it passed as it came)
         self.api = api  # the API the body was read as (None: not recognised)
-        self.taken = taken  # a request's: the ids its history defines, for its response
-        self._source = _source  # a request's, as it came
-        self._located = _located  # a request's: what rewriting it read
 
     def __repr__(self) -> str:
         return (
-            f"Rewritten(body=<{len(self.body)} bytes>, changes={self.changes!r}, "
+            f"{type(self).__name__}(body=<{len(self.body)} bytes>, changes={self.changes!r}, "
             f"problems={self.problems!r}, api={self.api!r})"
         )
 
@@ -67,13 +63,36 @@ class Rewritten:
         """Whether ``body`` differs from the input."""
         return any(change.action != "kept" for change in self.changes)
 
+
+class RewrittenRequest(Rewritten):
+    """What rewriting a request gives: a ``Rewritten``, plus what its response needs
+    (``taken``) and what can be asked of the request as the client sent it."""
+
+    __slots__ = ("_located", "_source", "taken")
+
+    def __init__(
+        self,
+        body: bytes,
+        changes: tuple[Change, ...] = (),
+        problems: tuple[str, ...] = (),
+        api: Api | None = None,
+        *,
+        source: bytes,
+        taken: Taken = NOTHING_TAKEN,
+        located: Located | None = None,
+    ) -> None:
+        super().__init__(body, changes, problems, api)
+        self.taken = taken  # the ids its history defines: for ``rewrite_response`` of its answer
+        self._source = source  # the request as it came
+        self._located = located  # what rewriting it read
+
     def pairing_problems(self) -> list[Problem]:
-        """A request's: the pairing problems of its history as the client sent it
+        """The pairing problems of the request's history as the client sent it
         (``check_pairing``), from what rewriting it read (nothing is read twice)."""
         return check_request(self._source, api=self.api, located=self._located)
 
     def asks_to_stream(self) -> bool:
-        """Whether a request says ``"stream": true`` (its response will be an event stream).
+        """Whether the request says ``"stream": true`` (its response will be an event stream).
 
         A body parsed in full is asked; otherwise the member is looked for in the first and
         the last ``STREAM_NEAR_ENDS`` bytes, where clients put it (a history fills the middle
@@ -110,7 +129,7 @@ def rewrite_request(
     api: Api | str | None = None,
     rules: RuleSet | str | None = None,
     profile: codec.Profile = "safe",
-) -> Rewritten:
+) -> RewrittenRequest:
     """Restore the upstream's own ids in a request body (client to upstream).
 
     ``api``: the API of the body, else the one ``path`` names, else recognised by its shape.
@@ -119,20 +138,22 @@ def rewrite_request(
     ``rewrite_response`` / ``ResponseStream`` for the answer to this request.
     """
     api = _api(api, path)
-    policy = _policy(Direction.DECODE, profile, _rule_set(rules))
+    policy = _policy(Direction.DECODE, profile, rule_set_named(rules))
     try:
         new, plan = body.rewrite(content, api, Doc.REQUEST, policy)
     except RewriteError as exc:
-        return Rewritten(
+        return RewrittenRequest(
             content,
             problems=(f"request left unchanged: {exc}",),
             api=api,
+            source=content,
             taken=Taken(content, api),
-            _source=content,
         )
     defined = plan.definitions()
     taken = Taken.of(defined) if defined is not None else Taken(content, plan.api or api)
-    return Rewritten(new, plan.changes, (), plan.api or api, taken, content, plan.located)
+    return RewrittenRequest(
+        new, plan.changes, (), plan.api or api, source=content, taken=taken, located=plan.located
+    )
 
 
 def rewrite_response(
@@ -252,7 +273,9 @@ def _api(api: Api | str | None, path: str) -> Api | None:
     return Api(api)
 
 
-def _rule_set(value: RuleSet | str | None) -> RuleSet | None:
+def rule_set_named(value: RuleSet | str | None) -> RuleSet | None:
+    """The rule set given, or the one of that name (``toolid.rules.RULE_SETS``; ``"none"``:
+    None). Raises ValueError for a name that is no rule set's."""
     if value is None or isinstance(value, RuleSet):
         return value
     if value == NO_RULES:

@@ -2,21 +2,23 @@
 WebSocket): what ``toolid.trace`` (the addon's command) and ``toolid inspect`` (flow files)
 both read.
 
-An exchange is given as an ``Exchange``: plain data, whatever captured it (a live mitmproxy
-flow, a flow file). Each side's ids are read from its stored body (``annotate.sightings``)
-and from toolid's records of the flow (``flow.metadata["toolid"]``: the changes it made, or
-would make when observing), which still say where each id was when the body is not stored
-(a streamed response).
+An exchange is given as an ``Exchange``: plain data, whatever captured it. ``exchange_of``
+makes one of anything shaped like a mitmproxy HTTP flow (``CapturedFlow``: a live flow, one
+read from a flow file), without importing mitmproxy. Each side's ids are read from its stored
+body (``annotate.sightings``) and from toolid's records of the flow
+(``flow.metadata["toolid"]``: the changes it made, or would make when observing), which still
+say where each id was when the body is not stored (a streamed response).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from toolid import codec
 from toolid.annotate import Side, Sighting, body_kind, message_sightings, sightings
+from toolid.apis import api_from_path
 from toolid.positions import Api
 
 
@@ -77,6 +79,109 @@ class Recorded(NamedTuple):
     action: str
     seen: str  # what went over the wire: to the client (responses) or the upstream (requests)
     message: int | None = None  # the number of its WebSocket message, if it was in one
+
+
+class CapturedMessage(Protocol):
+    """A captured request or response, as a mitmproxy ``http.Message`` has it."""
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    def get_content(self, strict: bool = True) -> bytes | None:
+        """The body, decoded by its content-encoding."""
+        ...
+
+
+class CapturedRequest(CapturedMessage, Protocol):
+    """A captured request (mitmproxy's ``http.Request``)."""
+
+    @property
+    def method(self) -> str: ...
+
+    @property
+    def path(self) -> str: ...
+
+
+class CapturedFrame(Protocol):
+    """One WebSocket message (mitmproxy's ``websocket.WebSocketMessage``)."""
+
+    from_client: bool
+    content: bytes
+
+    @property
+    def is_text(self) -> bool: ...
+
+
+class CapturedSocket(Protocol):
+    """A flow's WebSocket messages (mitmproxy's ``websocket.WebSocketData``)."""
+
+    @property
+    def messages(self) -> Sequence[CapturedFrame]: ...
+
+
+class CapturedFlow(Protocol):
+    """An HTTP flow, as mitmproxy's ``http.HTTPFlow`` has it (live, or read from a file)."""
+
+    @property
+    def request(self) -> CapturedRequest: ...
+
+    @property
+    def response(self) -> CapturedMessage | None: ...
+
+    @property
+    def websocket(self) -> CapturedSocket | None: ...
+
+    @property
+    def metadata(self) -> Mapping[str, Any]: ...
+
+
+def records_of(flow: CapturedFlow) -> Mapping[str, Any]:
+    """What toolid recorded in the flow (``flow.metadata["toolid"]``; empty: nothing)."""
+    record = flow.metadata.get("toolid")
+    return record if isinstance(record, dict) else {}
+
+
+def api_of(flow: CapturedFlow) -> Api | None:
+    """The API toolid read the flow's request as (its records), else the one its path names."""
+    try:
+        return Api(records_of(flow)["api"])
+    except (KeyError, ValueError, TypeError):
+        return api_from_path(flow.request.path)
+
+
+def exchange_of(flow: CapturedFlow) -> Exchange:
+    """What toolid reads of a captured HTTP flow. Bodies are decoded when first asked for."""
+    request = flow.request
+    return Exchange(
+        request.method,
+        request.path.split("?", 1)[0],
+        api_of(flow),
+        records_of(flow),
+        _Bodies({"request": request, "response": flow.response}),
+        [
+            (frame.from_client, frame.content if frame.is_text else None)
+            for frame in (flow.websocket.messages if flow.websocket is not None else ())
+        ],
+    )
+
+
+class _Bodies(Mapping[Side, tuple[bytes | None, str | None]]):
+    """A flow's stored bodies and content types, decoded only when asked for."""
+
+    def __init__(self, messages: dict[Side, CapturedMessage | None]) -> None:
+        self._messages = messages
+
+    def __getitem__(self, side: Side) -> tuple[bytes | None, str | None]:
+        message = self._messages[side]
+        if message is None:
+            return None, None
+        return message.get_content(strict=False), message.headers.get("content-type")
+
+    def __iter__(self) -> Iterator[Side]:
+        return iter(self._messages)
+
+    def __len__(self) -> int:
+        return len(self._messages)
 
 
 def _on_the_wire(side: Side, change: Mapping[str, Any], observe: bool) -> str:

@@ -37,7 +37,7 @@ from toolid.decide import Direction, Policy
 from toolid.edit import RewriteError
 from toolid.occurrence import CallIds, Taken
 from toolid.positions import Doc
-from toolid.rewrite import Rewritten, _rule_set, rewrite_request
+from toolid.rewrite import Rewritten, RewrittenRequest, rewrite_request, rule_set_named
 from toolid.rules import RuleSet
 
 __all__ = ["ResponsesConnection"]
@@ -70,7 +70,7 @@ class ResponsesConnection:
         ``rewrite_request``; ``profile``: which client ids the client accepts. Raises
         ValueError for an unknown rule set."""
         self.profile: codec.Profile = profile
-        self._rules = _rule_set(rules)
+        self._rules = rule_set_named(rules)
         self._encode = Policy(Direction.ENCODE, profile)
         self._defined: frozenset[str] = frozenset()  # read from client messages
         self._lazy: list[Taken] = []  # client messages' ids, read when asked
@@ -86,7 +86,7 @@ class ResponsesConnection:
         given = self._given | set(self._calls.given) if self._calls else self._given
         return Taken.union([Taken.of(self._defined | given), *self._lazy])
 
-    def client_message(self, content: bytes) -> Rewritten:
+    def client_message(self, content: bytes) -> RewrittenRequest:
         """A text message from the client: a Responses request (``response.create``)."""
         try:
             result = rewrite_request(content, api=_API, rules=self._rules, profile=self.profile)
@@ -95,8 +95,10 @@ class ResponsesConnection:
             self._take(result.taken)
         except Exception as exc:  # a bug: never let it reach the caller's connection
             logger.debug("toolid websocket rewriter failed", exc_info=True)
-            return Rewritten(
-                content, problems=(f"message left unchanged: unexpected error {exc!r}",)
+            return RewrittenRequest(
+                content,
+                problems=(f"message left unchanged: unexpected error {exc!r}",),
+                source=content,
             )
         return result
 

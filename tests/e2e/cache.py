@@ -72,7 +72,7 @@ def _run(cmd: Sequence[str], what: str, cwd: Path | None = None) -> None:
         pytest.fail(f"{what} failed (exit {done.returncode}): {' '.join(cmd)}\n{output}")
 
 
-def _base_python() -> str:
+def base_python() -> str:
     """The interpreter the suite's own venv was made from (a venv of a venv is fragile)."""
     return getattr(sys, "_base_executable", None) or sys.executable
 
@@ -83,7 +83,7 @@ def venv(name: str, requirements: Sequence[str], python: str | None = None) -> P
     The folder name carries ``name``, the interpreter's version and a digest of the
     requirements, so changing a pin builds a new venv beside the old one.
     """
-    python = python or _base_python()
+    python = python or base_python()
     version = subprocess.run(
         [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
         capture_output=True,

@@ -161,27 +161,108 @@ def run(*cmd: str | Path, cwd: Path) -> str:
     return done.stdout.strip()
 
 
-def test_pip_install_keeps_mitmproxy_and_addon_path(
-    tmp_path: Path, mitm: MitmdumpPool, upstream: UpstreamServer
-) -> None:
-    """Installing the checkout next to the oldest mitmproxy keeps it; ``toolid addon-path``
-    names the installed addon, which that mitmdump loads. The wheel is built as pip builds
-    it, with pyproject.toml's build requirements (cached, not fetched by every run)."""
+PIP = ("-m", "pip", "-q", "--no-input", "--disable-pip-version-check")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The checkout's wheel, built as pip builds it, with pyproject.toml's build requirements
+    (cached, not fetched by every run)."""
     with (REPO_ROOT / "pyproject.toml").open("rb") as f:
         build_requires = tomllib.load(f)["build-system"]["requires"]
     builder = cache.venv("build", build_requires) / "bin" / "python"
-    source = copy_checkout(tmp_path / "source")
-    pip = ("-m", "pip", "-q", "--no-input", "--disable-pip-version-check")
+    where = tmp_path_factory.mktemp("wheel")
+    source = copy_checkout(where / "source")
     build = ("wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", "dist", source)
-    run(builder, *pip, *build, cwd=tmp_path)
-    (wheel,) = (tmp_path / "dist").glob("toolid-*.whl")
+    run(builder, *PIP, *build, cwd=where)
+    (built,) = (where / "dist").glob("toolid-*.whl")
+    return built
 
+
+def test_pip_install_keeps_mitmproxy_and_addon_path(
+    wheel: Path, tmp_path: Path, mitm: MitmdumpPool, upstream: UpstreamServer
+) -> None:
+    """Installing the checkout next to the oldest mitmproxy keeps it; ``toolid addon-path``
+    names the installed addon, which that mitmdump loads."""
     venv = cache.clone(mitmproxy_venv(OLDEST), tmp_path / "venv")
     python = venv / "bin" / "python"
-    run(python, *pip, "install", wheel, cwd=tmp_path)
+    run(python, *PIP, "install", wheel, cwd=tmp_path)
     query = "import importlib.metadata as m; print(m.version('mitmproxy'))"
     assert run(python, "-c", query, cwd=tmp_path) == OLDEST
     addon = Path(run(venv / "bin" / "toolid", "addon-path", cwd=tmp_path))
     assert addon.is_absolute() and addon.is_file() and addon.is_relative_to(venv), addon
     with mitm.watching(user_mitmdump(tmp_path / "run", venv, addon)) as proxy:
         check_loop(proxy, upstream, "chat", stream=False)
+
+
+LIBRARY_ALONE = r"""
+import gzip, json, sys
+import toolid
+
+raw = "functions.get_weather:0"
+client = toolid.encode(raw)
+call = {"id": raw, "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+answer = json.dumps({"choices": [{"index": 0, "message": {"tool_calls": [call]}}]}).encode()
+got = toolid.rewrite_response(answer, path="/v1/chat/completions")
+assert got.body == answer.replace(raw.encode(), client.encode()), got
+
+history = [
+    {"role": "assistant", "tool_calls": [dict(call, id=client)]},
+    {"role": "tool", "tool_call_id": client, "content": "sunny"},
+]
+request = json.dumps({"messages": history}).encode()
+assert toolid.rewrite_request(request, path="/v1/chat/completions").body == request.replace(
+    client.encode(), raw.encode()
+)
+
+chunk = {"choices": [{"index": 0, "delta": {"tool_calls": [dict(call, index=0)]}}]}
+event = b"data: " + json.dumps(chunk).encode() + b"\n\n"
+stream = toolid.ResponseStream(path="/v1/chat/completions", content_encoding="gzip")
+streamed = stream.feed(gzip.compress(event)).body + stream.finish().body
+assert streamed == event.replace(raw.encode(), client.encode()), streamed
+try:
+    toolid.ResponseStream(path="/v1/chat/completions", content_encoding="br")
+except ValueError as exc:
+    print(exc)
+assert "mitmproxy" not in sys.modules
+"""
+
+
+def test_the_library_installs_and_runs_without_mitmproxy(wheel: Path, tmp_path: Path) -> None:
+    """The wheel in a venv of its own installs nothing else (a gateway that uses the library
+    brings no mitmproxy); there it rewrites requests, responses and a gzip stream; a brotli
+    stream is refused with the module it needs (a proxy passes such a stream unchanged);
+    ``toolid inspect`` reads a JSON body and says what a flow file needs."""
+    venv = tmp_path / "venv"
+    run(cache.base_python(), "-m", "venv", venv, cwd=tmp_path)
+    python = venv / "bin" / "python"
+    run(python, *PIP, "install", "--no-index", wheel, cwd=tmp_path)
+    installed = run(
+        python, "-m", "pip", "list", "--format=freeze", "--exclude", "pip", cwd=tmp_path
+    )
+    assert installed.splitlines() == ["toolid==0.1.0"]
+    said = run(python, "-c", LIBRARY_ALONE, cwd=tmp_path)
+    assert (
+        said == "cannot decode content-encoding 'br': this Python has no brotli module "
+        "(the Brotli package, which mitmproxy brings)"
+    )
+
+    body = tmp_path / "answer.json"
+    body.write_text('{"choices": [{"message": {"tool_calls": [{"id": "functions.f:0"}]}}]}')
+    toolid_cli = venv / "bin" / "toolid"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    done = subprocess.run(
+        [toolid_cli, "inspect", body], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode == 1 and "functions.f:0" in done.stdout, done  # not strict-safe
+    flows = tmp_path / "saved.flows"
+    flows.write_bytes(b"1:x,")
+    done = subprocess.run(
+        [toolid_cli, "inspect", "--format", "flows", flows],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 2, done
+    assert "needs mitmproxy: pip install 'toolid[proxy]'" in done.stderr, done
