@@ -408,6 +408,7 @@ _ASCII_ESCAPE: Final = re.compile(rb"\\u00[2-7][0-9A-Fa-f]")
 # Raw surrogate bytes (UTF-8 of U+D800..U+DFFF, which json reads with surrogatepass).
 _RAW_SURROGATE: Final = re.compile(rb"\xed[\xa0-\xbf]")
 _CLIENT_PREFIXES: Final = tuple(codec.PREFIXES.values())
+_MARK: Final = codec.MARK_BYTES
 
 
 def _locate_plainly(
@@ -420,7 +421,7 @@ def _locate_plainly(
     plainly, ``"id"``: found with byte searches, far faster than a regex over every quote.
     Each position holding an id is one such string, so there are at least as many strings
     as positions for every id; when there are exactly as many in all, they are the positions.
-    Client ids share one search for their ``tid1_`` prefix; other ids get one search each, so
+    Client ids share one search for their prefix's ``codec.MARK``; other ids get one search each, so
     only a few are done this way. Documents with raw surrogate bytes go the general way
     (which refuses literals it cannot read); ``surrogates=False``: the document has none
     (orjson read it).
@@ -431,7 +432,7 @@ def _locate_plainly(
     """
     if len(targets.members) == 1:  # the common case in a streamed event
         return _locate_one(document, *targets.members[0][2:], surrogates=surrogates, after=after)
-    client_ids = targets.client_ids  # spelled [A-Za-z0-9_-], with a prefix holding tid1_
+    client_ids = targets.client_ids  # spelled [A-Za-z0-9_-], with a prefix holding codec.MARK
     news: dict[str, str] = {}  # old value -> its one new value
     if client_ids:  # restored: each new value is its old one's decode
         news.update(map(_OLD_NEW, targets.members))
@@ -513,13 +514,14 @@ def _start(span: tuple[bytes, int]) -> int:
 
 def _client_id_edits(document: bytes, literals: dict[bytes, bytes]) -> list[Edit]:
     """An edit for every plainly spelled string that is a client id in ``literals`` (each
-    begins with a prefix holding ``tid1_``), to its new literal, in document order."""
+    begins with a prefix holding ``codec.MARK``), to its new literal, in document order."""
     edits: list[Edit] = []
     append, find = edits.append, document.find
-    at = find(b"tid1_")
+    at = find(_MARK)
     while at >= 0:
-        start = at - 1 if document[at - 1] == 0x22 else at - 6  # "tid1_ or "call_tid1_
-        end = find(b'"', at + 5)
+        # the opening quote: right before the mark ("tid1_), or before the lead ("call_tid1_)
+        start = at - 1 if document[at - 1] == 0x22 else at - 1 - codec.LONGEST_LEAD
+        end = find(b'"', at + len(_MARK))
         if end < 0:
             break
         new = literals.get(document[start + 1 : end])
@@ -530,7 +532,7 @@ def _client_id_edits(document: bytes, literals: dict[bytes, bytes]) -> list[Edit
             and (document[start - 1] != 0x5C or not _escaped(document, start))
         ):
             append((start, end + 1, new))
-        at = find(b"tid1_", end)
+        at = find(_MARK, end)
     return edits
 
 
