@@ -45,10 +45,10 @@ from tests.fuzz.test_fuzz_body import chaos_case
 from tests.test_jsonparse import stdlib_only
 from tests.test_stream import cases
 from toolid import body, jsonparse, native, prune
-from toolid.locate import data_line
 from toolid.markers import Markers
 from toolid.positions import TYPE, Api, Doc, Role, Tree, find_ids, positions
 from toolid.sse import EventFramer
+from toolid.sse_events import data_line
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
