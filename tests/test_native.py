@@ -7,7 +7,7 @@
   replacement at that very position); anything else is None.
 - ``event_ids``: the events ``sse.EventFramer.feed_marked`` frames (a fresh framer fed the
   piece, with the markers), where the incomplete rest starts, and for each event whose data is
-  one line (``locate.data_line``) ``id_spans`` of its data, shifted; None for a piece holding
+  one line (``sse_events.data_line``) ``id_spans`` of its data, shifted; None for a piece holding
   a CR.
 - ``first_marker``: where ``bytes.find`` (a regex) finds the first of the words.
 - ``splice``: ``body.apply``'s Python loop.

@@ -1,11 +1,13 @@
 """Rewrite the ids of a Server-Sent-Events body fed in arbitrary pieces, sans I/O.
 
-``StreamRewriter`` = decompressor (if the server compressed anyway) + ``EventFramer`` +
-``body.plan`` applied to each event's data. Each event is forwarded as soon as its blank
-line arrives; only an incomplete event is held, and never more than ``max_event_bytes`` of
-it. An event with nothing to change passes byte for byte. The cost follows the events that
-may hold ids: each piece is searched for the id markers first, and only the events around
-the hits are framed (``EventFramer.feed_marked``).
+``StreamRewriter`` = decompressor (if the server compressed anyway) + ``EventReader`` +
+the same plan per event: each piece is read (``sse_events.EventReader``: the events to look
+at, and the ids located in them), the located ids decided and every other event with
+something to look at planned whole (``body.plan`` of its data), and the edits spliced in.
+Each event is forwarded as soon as its blank line arrives; only an incomplete event is held,
+and never more than ``max_event_bytes`` of it. An event with nothing to change passes byte
+for byte. The cost follows the events that may hold ids: each piece is searched for the id
+markers first, and only the events around the hits are framed.
 
 It never raises from ``feed`` or ``finish``: an event that cannot be rewritten is
 forwarded unchanged and reported in ``problems``; anything unexpected switches the
