@@ -7,7 +7,7 @@
   replacement at that very position); anything else is None.
 - ``event_ids``: the events ``sse.EventFramer.feed_marked`` frames (a fresh framer fed the
   piece, with the markers), where the incomplete rest starts, and for each event whose data is
-  one line (``locate.data_line``) ``id_spans`` of its data, shifted; None for a piece holding
+  one line (``sse_events.data_line``) ``id_spans`` of its data, shifted; None for a piece holding
   a CR.
 - ``first_marker``: where ``bytes.find`` (a regex) finds the first of the words.
 - ``splice``: ``body.apply``'s Python loop.
@@ -45,10 +45,10 @@ from tests.fuzz.test_fuzz_body import chaos_case
 from tests.test_jsonparse import stdlib_only
 from tests.test_stream import cases
 from toolid import body, jsonparse, native, prune
-from toolid.locate import data_line
 from toolid.markers import Markers
 from toolid.positions import TYPE, Api, Doc, Role, Tree, find_ids, positions
 from toolid.sse import EventFramer
+from toolid.sse_events import data_line
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"

@@ -21,7 +21,7 @@ from tests import streams
 from toolid import body, native
 from toolid.body import Direction, Policy, RewriteError
 from toolid.codec import encode
-from toolid.occurrence import Taken
+from toolid.occurrence import CallIds, Taken
 from toolid.positions import Api, Doc
 from toolid.stream import StreamRewriter
 
@@ -745,42 +745,38 @@ def test_oversized_events_under_any_split(cuts: list[int], eol: str, size: int) 
 # --- never raising ----------------------------------------------------------------------------
 
 
-# The tests below patch body.plan and Taken.known to raise: an unexpected error is a bug, so
-# no input provokes one and the library has no seam to inject one through. What they check:
-# the stream passes the rest through unchanged, loses no byte, keeps the byte order, and
-# reports the error once.
-def _boom(*args: object, **kwargs: object) -> body.Plan:
-    raise RuntimeError("boom")
+class BrokenTaken(Taken):
+    """Ids taken by a request that cannot be read: an unexpected error (a bug; no input
+    provokes one) the first time a call is given its client id."""
+
+    def known(self) -> frozenset[str] | None:
+        raise RuntimeError("boom")
 
 
-def test_unexpected_error_switches_to_pass_through(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(body, "plan", _boom)
-    monkeypatch.setattr(Taken, "known", _boom)  # asked by every first definition, both paths
+def broken() -> StreamRewriter:
+    """A Chat stream's rewriter whose first call meets an unexpected error."""
+    return StreamRewriter(Api.CHAT, ENCODE, calls=CallIds("safe", BrokenTaken()))
+
+
+def test_unexpected_error_switches_to_pass_through() -> None:
     first, second = chat_tool_event(KIMI), chat_tool_event("get_time:1")
-    rewriter = StreamRewriter(Api.CHAT, ENCODE)
+    rewriter = broken()
     assert rewriter.feed(first) == first
     assert len(rewriter.problems) == 1
     assert "boom" in rewriter.problems[0]
-    monkeypatch.undo()  # even with a working plan again, the rest passes as is
+    assert not rewriter.changes
+    # the rest passes as is: its call is never given a client id, so no second error
     assert rewriter.feed(second[:10]) == second[:10]
     assert rewriter.feed(second[10:]) == second[10:]
     assert rewriter.finish() == b""
-
-
-def test_unexpected_error_loses_no_byte(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(body, "plan", _boom)
-    monkeypatch.setattr(Taken, "known", _boom)
-    source = chat_tool_event(KIMI) + chat_tool_event("get_time:1")[:25]
-    out, rewriter = run([source], Api.CHAT)
     assert len(rewriter.problems) == 1
-    assert sorted(out) == sorted(source)  # the same bytes (for their order, see below)
 
 
-def test_unexpected_error_keeps_the_byte_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(body, "plan", _boom)
-    monkeypatch.setattr(Taken, "known", _boom)
+@pytest.mark.parametrize("cut", [0, 10, 40, 25 + len(chat_tool_event(KIMI))])
+def test_unexpected_error_loses_no_byte_and_keeps_their_order(cut: int) -> None:
     source = chat_tool_event(KIMI) + chat_tool_event("get_time:1")[:25]
-    out, rewriter = run([source], Api.CHAT)
+    rewriter = broken()
+    out = rewriter.feed(source[:cut]) + rewriter.feed(source[cut:]) + rewriter.finish()
     assert len(rewriter.problems) == 1
     assert out == source
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -41,13 +40,14 @@ from tests.test_stream import (
     chunks,
     split_at,
 )
-from toolid import body, codec, locate
+from toolid import body, codec
 from toolid.body import Direction, Policy
 from toolid.jsonarray_rewrite import JsonArrayRewriter
 from toolid.markers import Markers
 from toolid.occurrence import CallIds, Taken
 from toolid.positions import Api, Doc
 from toolid.sse import EventFramer
+from toolid.sse_events import EventReader
 from toolid.stream import DEFAULT_MAX_EVENT_BYTES, PieceRewriter, StreamRewriter
 
 DATA = Path(__file__).parent / "data"
@@ -344,46 +344,33 @@ def tool_call_every_20(eol: str = streams.LF) -> bytes:
     return streams.render(events, eol=eol)
 
 
-# Patches StreamRewriter._event and locate.events: what it checks (events without a marker
-# word pass in runs, never framed one by one) has no effect on the bytes, changes or problems,
-# and the library has no public count of the events it reads.
-def events_looked_at(pieces: list[bytes], monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
-    """``assert_same`` on ``pieces`` (Chat), and the events one rewriter read on them: those
-    it handed to ``_event``, and those whose ids ``locate.events`` located in a piece."""
+def events_looked_at(pieces: list[bytes]) -> list[bytes]:
+    """``assert_same`` on ``pieces`` (Chat), and the events an ``EventReader`` reading them as
+    a Chat stream's rewriter does says to look at: those to read whole, and those whose ids it
+    located."""
     assert_same(pieces, Setup(Api.CHAT))
+    reader = EventReader(DEFAULT_MAX_EVENT_BYTES, encodes=True)
+    policy = Policy(Direction.ENCODE)
+    markers = body.id_markers(Api.CHAT, Doc.EVENT)
+    reader.read_as(Api.CHAT, markers, body.marked_event_filter(Api.CHAT, policy))
     seen: list[bytes] = []
-    event, events = StreamRewriter._event, locate.events
-
-    def spy(self: StreamRewriter, data: bytes) -> bytes:
-        seen.append(data)
-        return event(self, data)
-
-    def spy_events(data: bytes, *args: Any, **kwargs: Any) -> locate.EventIds | None:
-        located = events(data, *args, **kwargs)
-        if located is None:  # a CR: framed as any other data
-            return None
-        before = (data.rfind(b"\n\n", 0, one.span[0]) for one in located.ids if one.span)
+    for piece in pieces:
+        data, _, ids, unread, _ = reader.read(piece)
+        seen.extend(data[start:stop] for start, stop, _ in unread)
+        before = (data.rfind(b"\n\n", 0, one.span[0]) for one in ids if one.span)
         starts = sorted({0 if at < 0 else at + 2 for at in before})  # the located events'
         seen.extend(data[start : data.index(b"\n\n", start) + 2] for start in starts)
-        return located
-
-    monkeypatch.setattr(StreamRewriter, "_event", spy)
-    monkeypatch.setattr(locate, "events", spy_events)
-    rewriter = Setup(Api.CHAT).build(StreamRewriter)
-    for piece in pieces:
-        rewriter.feed(piece)
-    rewriter.finish()
     return seen
 
 
 @pytest.mark.parametrize("eol", [streams.LF, streams.CRLF], ids=["lf", "crlf"])
-def test_only_events_around_hits_are_looked_at(eol: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_events_around_hits_are_looked_at(eol: str) -> None:
     """2,000 Chat events, a tool call every 20, in 16 KiB pieces: besides the events with a
-    tool call, at most one event per piece (the one completing the held tail) reaches
-    ``_event``; the rest pass in runs. (Framed in Python, as without the native accelerator.)"""
+    tool call, at most one event per piece (the one completing the held tail) is
+    looked at; the rest pass in runs. (Framed in Python, as without the native accelerator.)"""
     pieces = chunks(tool_call_every_20(eol), 16 * 1024)
     with stdlib_only():
-        looked_at = events_looked_at(pieces, monkeypatch)
+        looked_at = events_looked_at(pieces)
     tool = sum(b'"tool_calls"' in data for data in looked_at)
     assert tool == 100
     assert len(looked_at) - tool <= len(pieces)

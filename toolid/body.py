@@ -157,7 +157,7 @@ def may_change(
     if policy.direction is Direction.DECODE:
         if policy.rules is not None:  # any id may break the destination's rules
             return may_hold_ids(document, prefilter.markers)
-        return document.find(b"tid1_") >= 0
+        return document.find(codec.MARK_BYTES) >= 0
     if not marked and not may_hold_ids(document, prefilter.markers):
         return False
     if doc is Doc.EVENT and not prefilter.refers_only:  # then any id pair may change

@@ -22,7 +22,12 @@ from toolid.memo import memo
 Profile = Literal["safe", "call"]
 PROFILES: Final[tuple[Profile, ...]] = ("safe", "call")
 
-PREFIXES: Final[dict[Profile, str]] = {"safe": "tid1_", "call": "call_tid1_"}
+# What every client id's prefix ends with: one search for it finds every client id.
+MARK: Final = "tid1_"
+MARK_BYTES: Final = MARK.encode()
+PREFIXES: Final[dict[Profile, str]] = {"safe": MARK, "call": "call_" + MARK}
+# How far before its MARK a client id's prefix begins, at most (``call_``).
+LONGEST_LEAD: Final = max(len(prefix) for prefix in PREFIXES.values()) - len(MARK)
 
 _RESERVED = re.compile(r"(?:call_)?tid[0-9]+_")
 _PASSES: Final[dict[Profile, re.Pattern[str]]] = {
@@ -95,10 +100,9 @@ def _payload(raw: str) -> str:
 
 def profile_of(client_id: str) -> Profile | None:
     """The profile whose prefix ``client_id`` carries, if any."""
-    if client_id.startswith("tid1_"):
-        return "safe"
-    if client_id.startswith("call_tid1_"):
-        return "call"
+    for profile, prefix in PREFIXES.items():
+        if client_id.startswith(prefix):
+            return profile
     return None
 
 

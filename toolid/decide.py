@@ -19,16 +19,15 @@ import enum
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import itemgetter, ne
-from typing import Any, Final, Literal, NamedTuple
+from typing import Final, Literal, NamedTuple
 
 from toolid import codec
-from toolid.edit import Edit, literal_of
+from toolid.edit import literal_of
+from toolid.locate import Targets
 from toolid.occurrence import CallIds
 from toolid.positions import (
     CALLS_BY_MENTION,
     DEFINES,
-    FOUND_HOLDER,
-    FOUND_KEY,
     FOUND_PATH,
     FOUND_SPAN,
     FOUND_VALUE,
@@ -70,50 +69,6 @@ class Change(NamedTuple):
     action: Action
     sent: str = ""
     rules: str = ""
-
-
-type Member = tuple[int, str] | tuple[int, int]  # one id position: (id(holder), key) or its span
-
-
-class Targets:
-    """The id positions whose value changes, each once: where the native parser located it,
-    the edit of its literal (``edits``, in the order decided); else its holder, key, old and
-    new value (``members``: found in a parsed document, to be located in the bytes)."""
-
-    __slots__ = ("client_ids", "edits", "members", "new")
-
-    def __init__(self) -> None:  # made for every document rewritten: kept plain and quick
-        self.new: dict[Member, str] = {}
-        self.members: list[tuple[dict[str, Any], str, str, str]] = []
-        self.edits: list[Edit] = []
-        self.client_ids = False  # every old value is a client id made by the codec
-
-    def __bool__(self) -> bool:
-        return bool(self.edits or self.members)
-
-    def add_all(self, found_ids: list[Found], news: list[str]) -> None:
-        """``add`` of each of ``found_ids`` (none located) with its new value in ``news``."""
-        holders = list(map(FOUND_HOLDER, found_ids))
-        keys = list(map(FOUND_KEY, found_ids))
-        members = list(zip(map(id, holders), keys, strict=True))
-        if len(set(members)) < len(members) or self.new:  # a position given twice
-            for found, new in zip(found_ids, news, strict=True):
-                self.add(found, new)
-            return
-        self.new.update(zip(members, news, strict=True))
-        values = map(FOUND_VALUE, found_ids)
-        self.members.extend(zip(holders, keys, values, news, strict=True))
-
-    def add(self, found: Found, new: str) -> None:
-        span = found.span
-        if span is not None:  # a located literal: the parser reports each once
-            start, end = span
-            self.edits.append((start, end, literal_of(new)))
-            return
-        member = (id(found.holder), found.key)
-        if member not in self.new:
-            self.new[member] = new
-            self.members.append((found.holder, found.key, found.value, new))
 
 
 type Mention = tuple[str, Call, str]  # a reference: its path, its call's number, the raw id

@@ -26,19 +26,18 @@ import json
 import re
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from operator import itemgetter
 from typing import Any, Final, NamedTuple
 
 from toolid import codec, jsonparse, native, prune
 from toolid.apis import api_from_shape
-from toolid.decide import Member, Targets, call_order
 from toolid.edit import Edit, RewriteError, literal_of, splice
-from toolid.markers import Markers
 from toolid.positions import (
-    DEFINES,
+    FOUND_HOLDER,
+    FOUND_KEY,
+    FOUND_VALUE,
     LABELS,
-    REFERS,
     TYPE,
     Api,
     Call,
@@ -48,10 +47,53 @@ from toolid.positions import (
     find_ids,
     positions,
 )
-from toolid.sse import marked_events
 
 # A label of a history element (its role or type, which pairing reads): (path, key, value).
 type Label = tuple[str, str, str]
+
+
+type Member = tuple[int, str] | tuple[int, int]  # one id position: (id(holder), key) or its span
+
+
+class Targets:
+    """The id positions whose value changes, each once: where the native parser located it,
+    the edit of its literal (``edits``, in the order decided); else its holder, key, old and
+    new value (``members``: found in a parsed document, to be located in the bytes)."""
+
+    __slots__ = ("client_ids", "edits", "members", "new")
+
+    def __init__(self) -> None:  # made for every document rewritten: kept plain and quick
+        self.new: dict[Member, str] = {}
+        self.members: list[tuple[dict[str, Any], str, str, str]] = []
+        self.edits: list[Edit] = []
+        self.client_ids = False  # every old value is a client id made by the codec
+
+    def __bool__(self) -> bool:
+        return bool(self.edits or self.members)
+
+    def add_all(self, found_ids: list[Found], news: list[str]) -> None:
+        """``add`` of each of ``found_ids`` (none located) with its new value in ``news``."""
+        holders = list(map(FOUND_HOLDER, found_ids))
+        keys = list(map(FOUND_KEY, found_ids))
+        members = list(zip(map(id, holders), keys, strict=True))
+        if len(set(members)) < len(members) or self.new:  # a position given twice
+            for found, new in zip(found_ids, news, strict=True):
+                self.add(found, new)
+            return
+        self.new.update(zip(members, news, strict=True))
+        values = map(FOUND_VALUE, found_ids)
+        self.members.extend(zip(holders, keys, values, news, strict=True))
+
+    def add(self, found: Found, new: str) -> None:
+        span = found.span
+        if span is not None:  # a located literal: the parser reports each once
+            start, end = span
+            self.edits.append((start, end, literal_of(new)))
+            return
+        member = (id(found.holder), found.key)
+        if member not in self.new:
+            self.new[member] = new
+            self.members.append((found.holder, found.key, found.value, new))
 
 
 class Located(NamedTuple):  # made for every document read: a tuple is quickest to make
@@ -152,103 +194,23 @@ def _label_slots(api: Api) -> tuple[int, tuple[str, ...]]:
 type Spanned = tuple[int, int, int, Call, str, str | None, str]  # what the native parser reports
 
 
-class EventIds(NamedTuple):
-    """What ``events`` read of an event stream's data (spans counted from its start)."""
-
-    end: int  # where the whole events end: what follows begins an incomplete event
-    ids: list[Found]  # the located ids: events in order, each event's in call order
-    unread: list[tuple[int, int, int]]  # (start, end, ids before it) of each event not read
-
-
-def events(
-    data: bytes, markers: Markers, limit: int, api: Api, wanted: Callable[[bytes], bool]
-) -> EventIds | None:
-    """The ids of the events of an event stream's ``data`` (from an event's first byte; line
-    endings all LF so far) in which ``markers`` find something; None when ``data`` holds a CR
-    (its line endings may not all be LF).
-
-    An event's ids are located when it is at most ``limit`` bytes, its data is one "data: "
-    line (``data_line``) and its literals are located for sure; any other event with a marker
-    is left unread (the caller reads it whole, after the ids before it). Without the
-    accelerator an event whose data ``wanted`` does not want (``body.may_change`` of data that
-    spells a marker says nothing in it can change) has no ids; unless it spells the id of a
-    call defined earlier in ``data``: ``wanted`` answers for the calls decided so far, and
-    that call, not decided yet, may get an occurrence tag that its references follow, so
-    such an event is left unread.
-    """
-    ids: list[Found] = []
-    unread: list[tuple[int, int, int]] = []
-    if native.extension is not None:
-        located = native.extension.event_ids(
-            data, markers.words, limit, prune.TABLES[(api, _EVENT)]
-        )
-        if located is not None:
-            end, reported = located
-            if not reported:  # no marker: most pieces of a stream
-                return tuple.__new__(EventIds, (end, ids, unread))
-            rows = _rows(api, _EVENT)
-            alone: list[Spanned] = []  # the ids of one-id events since the last other event
-            for start, stop, spans in reported:
-                if spans is None:
-                    unread.append((start, stop, len(ids) + len(alone)))
-                elif len(spans) == 1:
-                    alone.append(spans[0])
-                elif spans:  # in call order: made Found first
-                    ids = _found_of(alone, rows, into=ids)
-                    alone = []
-                    ids.extend(call_order(_as_found(spans, rows)))
-            return tuple.__new__(EventIds, (end, _found_of(alone, rows, into=ids), unread))
-        return None  # a CR
-    if data.find(b"\r") >= 0:
-        return None
-    end, marked = marked_events(data, 0, len(data), markers)
-    refers = _refer(api)
-    defined: list[bytes] | None = []  # the definitions' literals so far (None: not known)
-    for start, stop in marked:
-        after = defined if refers else []
-        found = _event_ids(data, start, stop, limit=limit, api=api, wanted=wanted, after=after)
-        if found is None:
-            unread.append((start, stop, len(ids)))
-            defined = None
-        else:
-            ids.extend(call_order(found))
-            if refers and defined is not None:
-                defined += (b'"' + f.value.encode() + b'"' for f in found if f.role is DEFINES)
-    return EventIds(end, ids, unread)
-
-
-def _event_ids(
-    data: bytes,
-    start: int,
-    end: int,
-    *,
-    limit: int,
-    api: Api,
-    wanted: Callable[[bytes], bool],
-    after: list[bytes] | None,
-) -> list[Found] | None:
-    """``events``' ids of one event, read in full, each literal found by a byte search: the one
-    plain spelling of its value in the data (None where that proves nothing). ``after``: the
-    literals of the definitions before it, not decided yet (None: not known)."""
-    at = data_line(data, start, end) if end - start <= limit else -1
-    if at < 0:
-        return None
-    document = data[at : end - 2]
-    if not wanted(document):  # unless it may refer to a call defined before it (see events)
-        if after is None or any(document.find(literal) >= 0 for literal in after):
-            return None
-        return []
+def plainly(document: bytes, api: Api, doc: Doc, *, at: int = 0) -> list[Found] | None:
+    """The ids of ``document`` (parsed in full), each with the span of its literal found by a
+    byte search: the one plain spelling of its value, not inside a string, is its literal.
+    Spans count from ``at`` (where the document begins in the bytes a caller edits). None
+    where that proves nothing: invalid JSON, one value at two positions, a value that is not
+    printable ASCII or that the document may spell with escapes."""
     try:
         parsed, strict_utf8 = jsonparse.loads_checked(document)
     except (ValueError, RecursionError):
         return None
-    found = find_ids(parsed, api, _EVENT)
+    found = find_ids(parsed, api, doc)
     if not found:
         return found
     if (len(found) > 1 and len({one.value for one in found}) < len(found)) or (
         _may_spell_otherwise(document, not strict_utf8)
     ):
-        return None  # one value at two positions, or values that may be spelled otherwise
+        return None
     spans = []
     find, make, plain = document.find, tuple.__new__, _PLAIN_ID.fullmatch
     for holder, key, value, path, role, call, kind, _ in found:
@@ -256,7 +218,6 @@ def _event_ids(
             return None
         literal = b'"' + value.encode() + b'"'
         hit = find(literal)
-        # one plain spelling, not inside a string: then it is the id's own literal
         if hit <= 0 or find(literal, hit + 1) >= 0 or document[hit - 1] == 0x5C:
             return None
         span = (at + hit, at + hit + len(literal))
@@ -264,46 +225,25 @@ def _event_ids(
     return spans
 
 
-def data_line(data: bytes, start: int, end: int) -> int:
-    """Where the data of the event ``data[start:end]`` (LF line endings, its blank line at
-    ``end - 2``) starts when it is one "data: " line, the event's last, after lines none of
-    which starts with "data" (other fields, such as a Responses stream's "event: ...", and
-    comments); else -1. The data is then ``data[at:end - 2]``, as ``sse.data_lines`` reads it
-    (the native ``event_ids`` reads the same events)."""
-    newline = data.rfind(b"\n", start, end - 2)
-    line = start if newline < 0 else newline + 1
-    if not data.startswith(_DATA, line):
-        return -1
-    if line > start and (data.startswith(b"data", start) or data.find(b"\ndata", start, line) >= 0):
-        return -1
-    return line + len(_DATA)
-
-
-@functools.cache
-def _refer(api: Api) -> bool:
-    """Whether the events of ``api`` may refer to a call (then whether an event may change
-    depends on what the calls before it got)."""
-    return any(role is REFERS for _, role, _ in _rows(api, _EVENT))
-
-
 # The holder of an id whose object has no "type": the rules read it; nothing writes to the
 # holders of located ids (only the full parse's are verified by writing to them).
 _NO_TYPE: Final[dict[str, Any]] = {}
-_DATA: Final = b"data: "
-_EVENT: Final = Doc.EVENT
 
 
 def spanned(located: list[Spanned], api: Api, doc: Doc) -> list[Found]:
-    """The ids the native parser reported (``id_spans``, ``event_ids``), as ``Found``, in
+    """The ids the native parser reported of one document (``id_spans``), as ``Found``, in
     ``find_ids``' order."""
-    return _as_found(located, _rows(api, doc))
-
-
-def _as_found(located: list[Spanned], rows: tuple[tuple[str, Role, str], ...]) -> list[Found]:
-    """``spanned``, given each position's (key, role, kind) by slot (``_rows``)."""
     if len(located) > 1:
         located.sort(key=_SLOT)  # table order, then document order (the walk's, kept by sort)
-    return _found_of(located, rows)
+    return _found_of(located, _rows(api, doc))
+
+
+def found_of(
+    located: list[Spanned], api: Api, doc: Doc, into: list[Found] | None = None
+) -> list[Found]:
+    """The ids the native parser reported, as ``Found``, in the order given; appended to
+    ``into`` when given."""
+    return _found_of(located, _rows(api, doc), into)
 
 
 def _found_of(
@@ -408,6 +348,7 @@ _ASCII_ESCAPE: Final = re.compile(rb"\\u00[2-7][0-9A-Fa-f]")
 # Raw surrogate bytes (UTF-8 of U+D800..U+DFFF, which json reads with surrogatepass).
 _RAW_SURROGATE: Final = re.compile(rb"\xed[\xa0-\xbf]")
 _CLIENT_PREFIXES: Final = tuple(codec.PREFIXES.values())
+_MARK: Final = codec.MARK_BYTES
 
 
 def _locate_plainly(
@@ -420,7 +361,7 @@ def _locate_plainly(
     plainly, ``"id"``: found with byte searches, far faster than a regex over every quote.
     Each position holding an id is one such string, so there are at least as many strings
     as positions for every id; when there are exactly as many in all, they are the positions.
-    Client ids share one search for their ``tid1_`` prefix; other ids get one search each, so
+    Client ids share one search for their prefix's ``codec.MARK``; other ids get one search each, so
     only a few are done this way. Documents with raw surrogate bytes go the general way
     (which refuses literals it cannot read); ``surrogates=False``: the document has none
     (orjson read it).
@@ -431,7 +372,7 @@ def _locate_plainly(
     """
     if len(targets.members) == 1:  # the common case in a streamed event
         return _locate_one(document, *targets.members[0][2:], surrogates=surrogates, after=after)
-    client_ids = targets.client_ids  # spelled [A-Za-z0-9_-], with a prefix holding tid1_
+    client_ids = targets.client_ids  # spelled [A-Za-z0-9_-], with a prefix holding codec.MARK
     news: dict[str, str] = {}  # old value -> its one new value
     if client_ids:  # restored: each new value is its old one's decode
         news.update(map(_OLD_NEW, targets.members))
@@ -513,13 +454,14 @@ def _start(span: tuple[bytes, int]) -> int:
 
 def _client_id_edits(document: bytes, literals: dict[bytes, bytes]) -> list[Edit]:
     """An edit for every plainly spelled string that is a client id in ``literals`` (each
-    begins with a prefix holding ``tid1_``), to its new literal, in document order."""
+    begins with a prefix holding ``codec.MARK``), to its new literal, in document order."""
     edits: list[Edit] = []
     append, find = edits.append, document.find
-    at = find(b"tid1_")
+    at = find(_MARK)
     while at >= 0:
-        start = at - 1 if document[at - 1] == 0x22 else at - 6  # "tid1_ or "call_tid1_
-        end = find(b'"', at + 5)
+        # the opening quote: right before the mark ("tid1_), or before the lead ("call_tid1_)
+        start = at - 1 if document[at - 1] == 0x22 else at - 1 - codec.LONGEST_LEAD
+        end = find(b'"', at + len(_MARK))
         if end < 0:
             break
         new = literals.get(document[start + 1 : end])
@@ -530,7 +472,7 @@ def _client_id_edits(document: bytes, literals: dict[bytes, bytes]) -> list[Edit
             and (document[start - 1] != 0x5C or not _escaped(document, start))
         ):
             append((start, end + 1, new))
-        at = find(b"tid1_", end)
+        at = find(_MARK, end)
     return edits
 
 

@@ -10,7 +10,7 @@ twin of a Python path that stays the reference:
   (``toolid.prune``, ``toolid.locate``);
 - ``event_ids(data, words, limit, table)``: a piece of an LF stream framed as
   ``sse.EventFramer.feed_marked`` frames it, with the ids of each one-line event holding a
-  marker word; None for a piece holding a CR (``toolid.stream``);
+  marker word; None for a piece holding a CR (``toolid.sse_events``);
 - ``first_marker(data, words)``: where the first of a set of marker words starts, or -1
   (``toolid.markers.Markers.in_``);
 - ``splice(document, edits)``: sorted, non-overlapping edits into a document

@@ -1,11 +1,13 @@
 """Rewrite the ids of a Server-Sent-Events body fed in arbitrary pieces, sans I/O.
 
-``StreamRewriter`` = decompressor (if the server compressed anyway) + ``EventFramer`` +
-``body.plan`` applied to each event's data. Each event is forwarded as soon as its blank
-line arrives; only an incomplete event is held, and never more than ``max_event_bytes`` of
-it. An event with nothing to change passes byte for byte. The cost follows the events that
-may hold ids: each piece is searched for the id markers first, and only the events around
-the hits are framed (``EventFramer.feed_marked``).
+``StreamRewriter`` = decompressor (if the server compressed anyway) + ``EventReader`` +
+the same plan per event: each piece is read (``sse_events.EventReader``: the events to look
+at, and the ids located in them), the located ids decided and every other event with
+something to look at planned whole (``body.plan`` of its data), and the edits spliced in.
+Each event is forwarded as soon as its blank line arrives; only an incomplete event is held,
+and never more than ``max_event_bytes`` of it. An event with nothing to change passes byte
+for byte. The cost follows the events that may hold ids: each piece is searched for the id
+markers first, and only the events around the hits are framed.
 
 It never raises from ``feed`` or ``finish``: an event that cannot be rewritten is
 forwarded unchanged and reported in ``problems``; anything unexpected switches the
@@ -18,16 +20,16 @@ import bisect
 import logging
 from collections.abc import Callable, Sequence
 from itertools import accumulate
-from operator import itemgetter
 from typing import ClassVar, Final, Protocol
 
-from toolid import body, decompress, locate
+from toolid import body, decompress
 from toolid.body import Change, Direction, Edit, Policy, RewriteError
 from toolid.decide import References, decide
 from toolid.edit import shifted
 from toolid.occurrence import CallIds
 from toolid.positions import Api, Doc, Found
-from toolid.sse import BOM, EventFramer, Field, data_lines
+from toolid.sse import Field, data_lines
+from toolid.sse_events import EventReader, Read
 
 DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
 _BOUNDARY_CONTEXT = 3  # bytes kept back while skipping an oversized event
@@ -178,14 +180,13 @@ class PieceRewriter:
 class StreamRewriter(PieceRewriter):
     """Rewrite the tool-call ids of one SSE response body."""
 
-    _framer: EventFramer
+    _framer: EventReader
 
     def _start(self) -> None:
+        encodes = self.policy.direction is Direction.ENCODE
+        self._framer = EventReader(self.max_event_bytes, encodes=encodes)
         self._read_as(self.api)
-        self._encodes = self.policy.direction is Direction.ENCODE  # ids made safe, not restored
-        self._framer = EventFramer()
         self._references = References()  # what the located references were given
-        self._at_start = True
         self._skipping = False  # inside an oversized event: forward as it comes
 
     def _read_as(self, api: Api | None) -> None:
@@ -193,127 +194,49 @@ class StreamRewriter(PieceRewriter):
         data of an event with a marker may hold an id to change (``body.may_change``)."""
         self.api = api
         self._markers = body.id_markers(api, Doc.EVENT)
-        self._may_change = (
-            None if api is None else body.marked_event_filter(api, self.policy, self.calls)
-        )
+        wanted = None if api is None else body.marked_event_filter(api, self.policy, self.calls)
+        self._framer.read_as(api, self._markers, wanted)
 
     def _frame(self, data: bytes) -> bytes:
-        held = len(self._framer)
-        if (
-            not held
-            and not self._skipping
-            and self.api is not None
-            and len(data) <= self.max_event_bytes  # else an event in it may be oversized
-            and EventFramer.ends_an_event(data)
-            and not body.may_hold_ids(data, self._markers)
-        ):
-            # Whole events, none of which can hold an id: the common case, at byte-search cost.
-            self._at_start = False
-            return data
-        if self._located_in_pieces(data, held):
-            return self._frame_located(data)
-        return self._frame_marked(data)
-
-    def _frame_marked(self, data: bytes) -> bytes:
-        """``_frame`` for any data: framed by ``EventFramer.feed_marked``, each event with a
-        marker rewritten on its own."""
-        # Encoding, an event in which the markers find nothing has nothing to change
-        # (``body.may_change``): only the events around the hits are framed and looked at.
-        # (Decoding, ``may_change`` looks for client ids, not markers: every event is.)
-        markers = self._markers if self.policy.direction is Direction.ENCODE else None
-        try:
-            pieces = self._framer.feed_marked(data, None if self._skipping else markers)
-        except Exception as exc:  # pragma: no cover - defensive: the framer is total
-            return self._give_up(f"framing failed ({exc!r})")
-        out = self._each(pieces, self._marked_piece, itemgetter(0))
-        if self._passthrough:
-            return b"".join(out)
-        if self._skipping or len(self._framer) > self.max_event_bytes:
-            out.append(self._skip_oversized())
-        return b"".join(out)
-
-    def _marked_piece(self, piece: tuple[bytes, bool]) -> bytes:
-        """A piece of ``feed_marked``: a run of events without a marker, or one event."""
-        data, unmarked = piece
-        return self._unmarked(data) if unmarked else self._event(data)
-
-    def _located_in_pieces(self, data: bytes, held: int) -> bool:
-        """Whether ``locate.events`` may frame ``data`` and locate its ids: encoding a known
-        API, every line ending an LF so far (``locate.events`` finds a CR in ``data``), no
-        event it completes or holds (with the ``held`` bytes before it) larger than
-        ``max_event_bytes``, and (at the stream's start) no byte order mark."""
-        return (
-            self._encodes
-            and self._markers is not None
-            and not self._skipping
-            and held + len(data) <= self.max_event_bytes
-            and self._framer.lf_only
-            and not (self._at_start and (held or BOM.startswith(data[: len(BOM)])))
-        )
-
-    def _frame_located(self, data: bytes) -> bytes:
-        """``_frame`` for LF-only data, with the events located a piece at a time: once
-        ``data`` completes the held event, ``locate.events`` frames it and what follows and
-        gives the ids of each event with a marker (when it is one "data: " line; any other
-        goes to ``_event``), and the start of an incomplete event is held. The ids of the
-        events between two others are decided together and spliced in at once. The same
-        bytes and changes as ``_frame``; data holding a CR goes (with what was held) to
-        ``_frame_marked``."""
-        at_start, self._at_start = self._at_start, False  # no byte order mark opens it
-        framer = self._framer
-        joined = framer.join_lf(data)
-        if joined is None:
-            return self._skip_oversized() if len(framer) > self.max_event_bytes else b""
+        """Frame ``data``; each event with something to look at planned (its located ids
+        decided, or its data planned whole), and the edits spliced in."""
         recorded = len(self.changes)
+        read = None
         try:
-            # _located_in_pieces: the API is known
-            assert self._markers is not None and self.api is not None and self._may_change
-            located = locate.events(
-                joined, self._markers, self.max_event_bytes, self.api, self._may_change
-            )
-            if located is not None:
-                end, ids, unread = located
-                # Most pieces have no marker: nothing to rewrite.
-                out = self._rewrite_events(joined, ids, unread) if ids or unread else joined
+            read = self._framer.read(data, skipping=self._skipping)
+            out = self._rewrite_events(read)
         except Exception as exc:
             logger.debug("toolid stream rewriter failed", exc_info=True)
             del self.changes[recorded:]  # none of them reaches the client
-            return joined + self._give_up(f"unexpected error ({exc!r})")
-        if located is None:  # a CR: line endings may not all be LF
-            self._at_start = at_start
-            return self._frame_marked(joined)
-        if end == len(joined):
-            return out
-        # The start of an incomplete event (no edit is in it): held.
-        framer.hold(joined[end:])
-        out = out[: end - len(joined)]
-        if len(framer) > self.max_event_bytes:
-            return out + self._skip_oversized()
+            came = data if read is None else read.data[: read.end]
+            return came + self._give_up(f"unexpected error ({exc!r})")
+        if self._skipping or len(self._framer) > self.max_event_bytes:
+            out += self._skip_oversized()
         return out
 
-    def _rewrite_events(
-        self, joined: bytes, ids: list[Found], unread: list[tuple[int, int, int]]
-    ) -> bytes:
-        """``joined`` with the located ``ids`` and the ``unread`` events (read whole, after
-        the ids before each) rewritten (``_frame_located``)."""
+    def _rewrite_events(self, read: Read) -> bytes:
+        """The whole events of ``read``, with the located ids decided (those of the events
+        between two read whole in one batch, each event's in call order) and each event to read
+        whole planned (``_event``), the edits spliced in at once."""
+        joined, end, ids, unread, opens = read
         edits: list[Edit] = []
-        decided = 0  # the ids decided so far
-        for start, stop, before in unread:  # an event to read whole, after the ids before it
-            self._decide(ids[decided:before], edits)
-            decided = before
-            event = joined[start:stop]
-            rewritten = self._event(event)
-            if rewritten is not event:
-                edits.append((start, stop, rewritten))
-        self._decide(ids[decided:] if decided else ids, edits)
-        return body.apply(joined, edits) if edits else joined
+        if unread:
+            decided = 0  # the ids decided so far
+            for start, stop, before in unread:  # an event to read whole, after the ids before it
+                self._decide(ids[decided:before], edits)
+                decided = before
+                self._event(joined, start, stop, opens and start == 0, edits)
+            ids = ids[decided:] if decided else ids
+        self._decide(ids, edits)
+        out = body.apply(joined, edits) if edits else joined
+        return out if end == len(joined) else out[: end - len(joined)]
 
     def _decide(self, batch: list[Found], edits: list[Edit]) -> None:
         """The client ids of the located ids of several events (each event's in call order),
         their changes recorded and their edits added to ``edits``."""
         if not batch:
             return
-        assert self.api is not None
+        assert self.api is not None  # ids are located only in a known API's events
         changes, targets = decide(
             batch,
             self.api,
@@ -328,36 +251,30 @@ class StreamRewriter(PieceRewriter):
             located.sort()
         edits.extend(located)
 
-    def _unmarked(self, run: bytes) -> bytes:
-        """Whole events without a marker: forwarded as they are; only their size can matter."""
-        self._at_start = False
-        if len(run) > self.max_event_bytes:
-            for event in EventFramer().feed(run):  # a run starts and ends with an event
-                if len(event) > self.max_event_bytes:
-                    self._report_oversized()
-        return run
-
-    def _event(self, event: bytes) -> bytes:
-        at_start, self._at_start = self._at_start, False
+    def _event(self, data: bytes, start: int, stop: int, at_start: bool, edits: list[Edit]) -> None:
+        """Plan the event ``data[start:stop]`` whole: its data (its ``data:`` lines, joined)
+        planned as one document, the edits added to ``edits``. ``at_start``: it opens the
+        stream (a byte order mark may come first)."""
         if self._skipping:  # the end of an oversized event
             self._skipping = False
-            return event
-        if len(event) > self.max_event_bytes:
+            return
+        if stop - start > self.max_event_bytes:
             self._report_oversized()
-            return event
+            return
+        event = data[start:stop]
         if (
-            self._encodes
+            self._framer.encodes
             and not body.may_hold_ids(event, self._markers)
             and event.count(b"data") < 2
         ):  # no marker, no id position (unless split over data lines): as ``plan`` would find
-            return event
+            return
         if not at_start and event.startswith(_DATA) and _one_lf_line(event):
             fields = [_ONE_LINE]  # the common case: one "data: " line, LF line endings
             document = event[len(_DATA) : -2]
         else:
             fields = data_lines(event, stream_start=at_start)
             if not fields:
-                return event
+                return
             if len(fields) == 1:
                 document = event[fields[0].start : fields[0].end]
             else:
@@ -366,24 +283,19 @@ class StreamRewriter(PieceRewriter):
             plan = body.plan(document, self.api, Doc.EVENT, self.policy, self.calls)
         except RewriteError as exc:
             self.problems.append(f"event left unchanged: {exc}")
-            return event
+            return
         if self.api is None and plan.api is not None:
             self._read_as(plan.api)
-        if not plan.changes:
-            return event
         self.changes.extend(plan.changes)
-        if not plan.edits:
-            return event
         if len(fields) == 1:  # no line to find for each edit
-            return body.apply(event, shifted(plan.edits, fields[0].start))
+            edits.extend(shifted(plan.edits, start + fields[0].start))
+            return
         # Map offsets in the joined data back to the event: literals never span a line.
         doc_starts = [0, *accumulate(field.end - field.start + 1 for field in fields)]
-        edits = []
-        for start, end, text in plan.edits:
-            line = bisect.bisect_right(doc_starts, start) - 1
-            shift = fields[line].start - doc_starts[line]
-            edits.append((start + shift, end + shift, text))
-        return body.apply(event, edits)
+        for edit_start, edit_end, text in plan.edits:
+            line = bisect.bisect_right(doc_starts, edit_start) - 1
+            shift = start + fields[line].start - doc_starts[line]
+            edits.append((edit_start + shift, edit_end + shift, text))
 
     def _skip_oversized(self) -> bytes:
         if not self._skipping:
