@@ -88,6 +88,7 @@ _Step = _Key | _Each
 
 
 def _compile(path: str) -> tuple[_Step, ...]:
+    """The steps of the notation ``path``; ValueError if it is not one the walkers read."""
     steps: list[_Step] = []
     rest = path
     while rest:
@@ -101,6 +102,8 @@ def _compile(path: str) -> tuple[_Step, ...]:
                 steps.append(_Each(frozenset(values.split("|"))))
             else:
                 steps.append(_Each(None))
+            if len(steps) > 1 and isinstance(steps[-2], _Each):
+                raise ValueError(f"an array's elements are read through a member: {path!r}")
             rest = rest[end + 1 :]
         else:
             rest = rest.removeprefix(".")
@@ -120,6 +123,13 @@ class Position:
     role: Role
     kind: str
     steps: tuple[_Step, ...]
+
+    @classmethod
+    def parse(cls, notation: str, role: Role, kind: str) -> Position:
+        """The position written ``notation`` (docs/positions.md); ValueError if it is not
+        one: empty, not ending at a member, filtering on anything but ``type``, or an array
+        step right after another."""
+        return cls(notation, role, kind, _compile(notation))
 
     @property
     def key(self) -> str:
@@ -149,7 +159,7 @@ class Position:
 
 
 _COMPILED: Final[dict[tuple[Api, Doc], tuple[Position, ...]]] = {
-    (api, doc): tuple(Position(path, role, kind, _compile(path)) for path, role, kind in entries)
+    (api, doc): tuple(Position.parse(path, role, kind) for path, role, kind in entries)
     for api, docs in TABLE.items()
     for doc, entries in (*docs.items(), (Doc.HISTORY, _history(api)))
 }
