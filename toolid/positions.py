@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any, Final, NamedTuple
 
 from toolid.apis import RECORDS
@@ -194,17 +193,6 @@ class Found(NamedTuple):
     call: Call = ()  # in a response or event; () in a request, whose calls are not numbered
     kind: str = "call"  # the kind of id its position holds (see ``Entry``)
     span: tuple[int, int] | None = None  # its literal's, when the native parser located it
-
-
-# A Found's fields as functions for ``map`` over many (a history holds a thousand ids): an
-# itemgetter runs at C speed, the class's field descriptors do not.
-FOUND_HOLDER: Final = itemgetter(0)
-FOUND_KEY: Final = itemgetter(1)
-FOUND_VALUE: Final = itemgetter(2)
-FOUND_PATH: Final = itemgetter(3)
-FOUND_ROLE: Final = itemgetter(4)
-FOUND_KIND: Final = itemgetter(6)
-FOUND_SPAN: Final = itemgetter(7)
 
 
 def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
