@@ -1,8 +1,9 @@
 """The walker (``find_ids``) finds exactly what a plain step-by-step reading of the notation
-finds, in the same order, on random documents made of the table's own vocabulary (member names,
-``type`` values, the members that number calls, arrays or single objects where arrays are
-expected). The reading here is the test's own: it reads each position's notation
-(``positions``), not anything the walker is made from."""
+finds, row for row and in the same order: on random documents made of the table's own
+vocabulary (member names, ``type`` values, the members that number calls, arrays or single
+objects where arrays are expected), on documents shaped along each API's positions with noise,
+and on one document per position. The reading here is the test's own: it reads each
+position's notation (``positions``), not anything the walker is made from."""
 
 from __future__ import annotations
 
