@@ -79,9 +79,14 @@ def test_the_native_search_reads_no_byte_past_the_end(size: int) -> None:
         assert native.extension.first_marker(view[1:-1], (word,)) == -1  # is past the end
 
 
-def test_one_word_is_found_with_bytes_find_several_with_one_regex() -> None:
-    assert Markers([b"a", b"b"])._regex is not None
-    assert Markers([b"a", b"a"])._regex is None
+@given(data=DATA, start=st.integers(0, 210))
+def test_a_word_given_twice_is_one_word(data: bytes, start: int) -> None:
+    twice, once = Markers([b"a", b"a"]), Markers([b"a"])
+    assert twice.words == once.words == (b"a",)
+    assert twice.first(data) == once.first(data) == data.find(b"a")
+    assert twice.finder(data, len(data))(start) == data.find(b"a", start)
+    with stdlib_only():
+        assert Markers([b"a", b"a"]).first(data) == data.find(b"a")
 
 
 def test_words_must_not_be_empty() -> None:

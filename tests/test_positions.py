@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections import Counter
 from typing import Any
 
 import pytest
 
 from toolid.positions import (
-    _COMPILED,
+    DEFINES,
     HISTORY_LABELS,
     ID_KEYS,
     LABELS,
@@ -22,13 +23,14 @@ from toolid.positions import (
     Api,
     Doc,
     Found,
-    _compile,
-    _Each,
-    _Key,
+    Position,
     find_ids,
     history_members,
     positions,
 )
+
+# A step of the notation: "[]" or "[type=a|b]" (group 1: the types), or a member (group 2).
+STEP = re.compile(r"\[(?:type=([^\]]*))?\]|\.?([^.\[]+)")
 
 # An id that is everywhere in the documents below, also where it is not an id.
 LOOK = "functions.get_weather:0"
@@ -61,8 +63,8 @@ def test_every_position_compiles_and_is_served() -> None:
         for doc, entries in docs.items():
             compiled = positions(api, doc)
             assert [(p.notation, p.role, p.kind) for p in compiled] == list(entries)
-            for position, (path, *_) in zip(compiled, entries, strict=True):
-                assert position.steps == _compile(path)
+            for position, (path, role, kind) in zip(compiled, entries, strict=True):
+                assert position == Position.parse(path, role, kind)
                 assert position.key in ID_KEYS
     assert set(TABLE) == set(Api)
 
@@ -71,16 +73,18 @@ def test_no_literal_is_at_two_positions() -> None:
     """Two positions of one document that name the same members (arrays aside: an object may
     stand for an array of one) filter on disjoint types, so no literal is at both: the native
     parser reports each literal once, and ``decide.Targets`` takes each span once."""
-    for (api, doc), compiled in _COMPILED.items():
-        for one, other in itertools.combinations(compiled, 2):
-            names = [[s.name for s in p.steps if isinstance(s, _Key)] for p in (one, other)]
-            if names[0] != names[1]:
-                continue
-            filters = [[s.types for s in p.steps if isinstance(s, _Each)] for p in (one, other)]
-            assert any(
-                a is not None and b is not None and not a & b
-                for a, b in zip(*filters, strict=False)
-            ), (api, doc, one.notation, other.notation)
+    for api in Api:
+        for doc in Doc:
+            for one, other in itertools.combinations(positions(api, doc), 2):
+                steps = [STEP.findall(p.notation) for p in (one, other)]
+                names = [[name for _, name in each if name] for each in steps]
+                if names[0] != names[1]:
+                    continue
+                filters = [[types for types, name in each if not name] for each in steps]
+                assert any(
+                    a and b and not set(a.split("|")) & set(b.split("|"))
+                    for a, b in zip(*filters, strict=False)
+                ), (api, doc, one.notation, other.notation)
 
 
 def test_a_history_is_the_requests_positions_then_its_elements_labels() -> None:
@@ -211,19 +215,21 @@ def test_markers_are_spelled_in_every_document_with_an_id() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    ["", "a[]", "a[role=user].b", "[]", "a[type=x]"],
+    ["", "a[]", "a[role=user].b", "[]", "a[type=x]", "a[][].b", "a[type=x][].b"],
 )
-def test_compile_rejects_bad_notation(bad: str) -> None:
+def test_parse_rejects_bad_notation(bad: str) -> None:
     with pytest.raises(ValueError):
-        _compile(bad)
+        Position.parse(bad, DEFINES, "call")
 
 
-def test_compile_steps() -> None:
-    steps = _compile("messages[].content[type=tool_use|server_tool_use].id")
-    assert len(steps) == 5
-    assert [type(s).__name__ for s in steps] == ["_Key", "_Each", "_Key", "_Each", "_Key"]
-    assert steps[3].types == frozenset({"tool_use", "server_tool_use"})  # type: ignore[union-attr]
-    assert steps[1].types is None  # type: ignore[union-attr]
+def test_parse_reads_members_arrays_and_filters() -> None:
+    position = Position.parse(
+        "messages[].content[type=tool_use|server_tool_use].id", DEFINES, "call"
+    )
+    assert (position.key, position.markers, position.marked_by_key) == ("id", ("content",), True)
+    filtered = Position.parse("[type=tool_use|server_tool_use].id", DEFINES, "call")
+    assert filtered.markers == ("server_tool_use", "tool_use")
+    assert not filtered.marked_by_key
 
 
 # --- OpenAI Chat Completions -----------------------------------------------------------------

@@ -28,9 +28,6 @@ from toolid.occurrence import CallIds
 from toolid.positions import (
     CALLS_BY_MENTION,
     DEFINES,
-    FOUND_PATH,
-    FOUND_SPAN,
-    FOUND_VALUE,
     REFERS,
     Api,
     Call,
@@ -193,20 +190,20 @@ def _encoded(
 
 def _restored(found_ids: list[Found], targets: Targets) -> tuple[Change, ...]:
     """``decide`` without rules: ``codec.decode`` of each id, and the change and the new value
-    of each that it changes. Worked column by column with ``map`` and ``zip`` (past the
-    caches of ``decode`` and ``literal_of``, no bytecode runs per id): a history restores a
-    thousand ids per request."""
-    values = list(map(FOUND_VALUE, found_ids))
+    of each that it changes. Worked column by column: each column of the ids taken once, then
+    ``map`` and ``zip`` (past the caches of ``decode`` and ``literal_of``): a history restores
+    a thousand ids per request."""
+    values = [f.value for f in found_ids]
     raws = list(map(codec.decode, values))
     changed = list(map(ne, raws, values))
     if not all(changed):
         found_ids = list(compress(found_ids, changed))
         values, raws = list(compress(values, changed)), list(compress(raws, changed))
-    make, paths = tuple.__new__, map(FOUND_PATH, found_ids)  # Change(...) without its __new__
+    make, paths = tuple.__new__, (f.path for f in found_ids)  # Change(...) without its __new__
     restored = (repeat("restored"), repeat(""), repeat(""))
     changes = tuple(map(make, repeat(Change), zip(paths, raws, values, *restored, strict=False)))
-    spans = list(map(FOUND_SPAN, found_ids))
-    if None not in spans:  # every literal located (by the native parser): its edit now
+    spans = [span for f in found_ids if (span := f.span) is not None]
+    if len(spans) == len(found_ids):  # every literal located (natively): its edit now
         literals = map(literal_of, raws)
         targets.edits.extend(zip(map(_START, spans), map(_END, spans), literals, strict=True))
     else:

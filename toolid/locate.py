@@ -34,9 +34,6 @@ from toolid import codec, jsonparse, native, prune
 from toolid.apis import api_from_shape
 from toolid.edit import Edit, RewriteError, literal_of, splice
 from toolid.positions import (
-    FOUND_HOLDER,
-    FOUND_KEY,
-    FOUND_VALUE,
     LABELS,
     TYPE,
     Api,
@@ -73,15 +70,15 @@ class Targets:
 
     def add_all(self, found_ids: list[Found], news: list[str]) -> None:
         """``add`` of each of ``found_ids`` (none located) with its new value in ``news``."""
-        holders = list(map(FOUND_HOLDER, found_ids))
-        keys = list(map(FOUND_KEY, found_ids))
+        holders = [f.holder for f in found_ids]
+        keys = [f.key for f in found_ids]
         members = list(zip(map(id, holders), keys, strict=True))
         if len(set(members)) < len(members) or self.new:  # a position given twice
             for found, new in zip(found_ids, news, strict=True):
                 self.add(found, new)
             return
         self.new.update(zip(members, news, strict=True))
-        values = map(FOUND_VALUE, found_ids)
+        values = (f.value for f in found_ids)
         self.members.extend(zip(holders, keys, values, news, strict=True))
 
     def add(self, found: Found, new: str) -> None:

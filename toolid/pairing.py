@@ -41,11 +41,6 @@ from toolid.markers import Markers
 from toolid.memo import memo
 from toolid.positions import (
     DEFINES,
-    FOUND_HOLDER,
-    FOUND_KEY,
-    FOUND_KIND,
-    FOUND_ROLE,
-    FOUND_VALUE,
     Api,
     Doc,
     Found,
@@ -410,7 +405,7 @@ def _check(
     included). Of each kind, definitions come in document order (as ``find_ids`` gives
     them, or element by element)."""
     spec = HISTORIES[api]
-    values = list(map(FOUND_VALUE, ids))
+    values = [f.value for f in ids]
     plain = all(values) and _plain("".join(values))  # then no id is empty or composite
     ends = _turn_ends(kinds, spec)
     if plain and _answered_in_order(numbers, ids, values, ends, api):
@@ -468,20 +463,20 @@ def _answered_in_order(
     the table lists them), each a call that needs a result, their ids distinct, then the
     results, the n-th answering the n-th call (the same id, in a later element, before the
     call's turn ends). False says nothing (the caller checks the history in full). Worked in
-    slices and columns (no bytecode runs per id): a history holds a thousand ids."""
-    if len(set(map(FOUND_KIND, ids))) != 1:
+    slices and columns: a history holds a thousand ids."""
+    if len({f.kind for f in ids}) != 1:
         return False
-    roles, kind, spec = list(map(FOUND_ROLE, ids)), ids[0].kind, HISTORIES[api]
+    roles, kind, spec = [f.role for f in ids], ids[0].kind, HISTORIES[api]
     count = roles.count(DEFINES)
     if 2 * count != len(ids) or DEFINES in roles[count:]:
         return False
     calls, results = ids[:count], ids[count:]
-    if any((kind, key) not in spec.calls for key in set(map(FOUND_KEY, calls))) or any(
-        (kind, key) not in spec.results for key in set(map(FOUND_KEY, results))
+    if any((kind, key) not in spec.calls for key in {f.key for f in calls}) or any(
+        (kind, key) not in spec.results for key in {f.key for f in results}
     ):
         return False
     if spec.call_types is not None and not spec.call_types.issuperset(
-        map(dict.get, map(FOUND_HOLDER, calls), repeat("type"))
+        map(dict.get, (f.holder for f in calls), repeat("type"))
     ):
         return False
     called, answers = values[:count], values[count:]
