@@ -4,6 +4,7 @@ docs/library.md shows it: a whole tool loop without mitmproxy, byte for byte."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -99,6 +100,32 @@ def test_rules_by_name_and_a_strict_destination() -> None:
     assert [c.action for c in result.changes] == ["kept", "kept"]
     with pytest.raises(ValueError, match="unknown rule set"):
         rewrite_request(b"{}", rules="nope")
+
+
+def test_a_gateway_chooses_rules_as_the_addon_does() -> None:
+    """A gateway asks ``toolid.Destinations`` which rule set a request's destination has,
+    and hands it to ``rewrite_request``: by host, or by the model its body names."""
+    destinations = toolid.Destinations(
+        toolid.parse_model_rules(["mistralai/*=mistral"]),
+        toolid.parse_host_rules(["llm.internal=safe"]),
+    )
+    by_host = destinations.for_request("llm.internal", 443, "/v1/chat/completions", b"{}")
+    assert (by_host.rules and by_host.rules.name, by_host.why) == ("safe", "")
+    body = b'{"model": "mistralai/devstral-2", "messages": []}'
+    by_model = destinations.for_request("gateway.example", 443, "/v1/chat/completions", body)
+    assert by_model.rules is not None and by_model.rules.name == "mistral"
+    assert by_model.why == "model mistralai/devstral-2"
+    result = rewrite_request(chat_request(CLIENT), api="chat", rules=by_model.rules)
+    assert isinstance(result, toolid.RewrittenRequest)
+    sent = {change.sent for change in result.changes}
+    assert [c.action for c in result.changes] == ["mapped", "mapped"] and len(sent) == 1
+    assert re.fullmatch("[A-Za-z0-9]{9}", sent.pop())  # Mistral's ids
+
+
+def test_a_response_result_carries_no_request_members() -> None:
+    result = toolid.rewrite_response(b"{}", api="chat")
+    assert type(result) is toolid.Rewritten
+    assert not hasattr(result, "taken") and not hasattr(result, "pairing_problems")
 
 
 def test_taken_of_a_request_read_lazily() -> None:
