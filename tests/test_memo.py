@@ -107,5 +107,19 @@ def test_the_librarys_memoized_functions_give_what_they_compute(value: str) -> N
     assert edit.literal_of(value) == literal
 
 
-def test_the_default_budget_is_a_fraction_of_a_mib() -> None:
-    assert DEFAULT_BUDGET <= 1024 * 1024
+def test_the_default_budget_keeps_the_ids_of_a_long_stream() -> None:
+    """A stream of 2,000 calls (the bench's worst row) named again and again: each id is
+    computed once. (A budget that held fewer would compute every one again each time.)"""
+    computed: list[str] = []
+
+    @memo()
+    def client_id(raw: str) -> str:
+        computed.append(raw)
+        return codec.encode(raw)
+
+    ids = [f"functions.tool_{number}:{number}" for number in range(2000)]
+    for _ in range(3):
+        for raw in ids:
+            client_id(raw)
+    assert computed == ids
+    assert DEFAULT_BUDGET <= 2 * 1024 * 1024

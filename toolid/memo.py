@@ -26,7 +26,7 @@ from typing import Final
 # at the table's usual fill
 ENTRY_OVERHEAD: Final = 64
 MAX_KEY: Final = 256  # characters: a longer key is computed every time, never remembered
-DEFAULT_BUDGET: Final = 512 * 1024
+DEFAULT_BUDGET: Final = 2 * 1024 * 1024  # holds about 10,000 ordinary ids
 
 type Memoized[Result] = Callable[[str], Result]
 
