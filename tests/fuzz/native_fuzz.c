@@ -55,7 +55,7 @@ static const char HELPERS[] =
     "sys.path[:0] = [os.environ['TOOLID_ROOT'], *os.environ['TOOLID_SITE'].split(os.pathsep)]\n"
     "from operator import itemgetter\n"
     "from toolid.body import id_markers\n"
-    "from toolid.locate import data_line\n"
+    "from toolid.sse_events import data_line\n"
     "from toolid.markers import Markers\n"
     "from toolid.positions import LABELS, TYPE, find_ids, positions\n"
     "from toolid.prune import TABLES\n"
