@@ -24,11 +24,6 @@ RECORDS: Final[dict[Api, ApiRecord]] = {
 assert set(RECORDS) == set(Api), "every Api has a record"
 
 
-def record(api: Api) -> ApiRecord:
-    """The record of ``api``."""
-    return RECORDS[api]
-
-
 def api_from_path(path: str) -> Api | None:
     """The API named by a request path (query string allowed), or None."""
     return _api_of_route(path.split("?", 1)[0])
