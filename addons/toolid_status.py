@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 
 State = Literal["starting", "serving", "stopping"]
 
-ACTIONS = ("encoded", "restored", "tagged", "mapped", "kept")
+ACTIONS = ("encoded", "restored", "tagged", "minted", "cleared", "mapped", "kept")
 OUTCOMES = ("changed", "unchanged", "failed_open", "signed", "too_large", "websocket")
 # seconds: the time toolid adds to one flow, from tens of microseconds to a huge history
 BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)

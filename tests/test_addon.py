@@ -654,9 +654,9 @@ def test_stream_records_are_capped_and_summarised_once(addon):
     out = []
     for index in range(calls):  # one event per chunk, as upstreams write them
         out.append(flow.response.stream(text))
-        out.append(
-            flow.response.stream(chat_stream(f"functions.f:{index}").split(b"\n\n")[1] + b"\n\n")
-        )
+        event = chat_stream(f"functions.f:{index}").split(b"\n\n")[1] + b"\n\n"
+        event = event.replace(b'[{"index": 0, "id"', b'[{"index": %d, "id"' % index)  # a new call
+        out.append(flow.response.stream(event))
     out.append(flow.response.stream(b""))
     assert out[0] == text  # id-free events pass as they came
     assert f"tid1_functions-2Ef-3A{calls - 1}".encode() in b"".join(out)

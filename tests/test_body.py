@@ -30,6 +30,7 @@ from toolid.body import (
     plan,
     rewrite,
 )
+from toolid.occurrence import CallIds
 from toolid.positions import Api, Doc, find_ids
 from toolid.rules import RULE_SETS
 
@@ -156,10 +157,16 @@ def test_chat_events() -> None:
         b'"get_weather:0#62786027996b4c40886cc7262bdf7382"',
         b'"tid1_get_weather-3A0-2362786027996b4c40886cc7262bdf7382"',
     )
-    # a later delta without an id: nothing is added, the very same object comes back
-    out, result = run(second, Api.CHAT, Doc.EVENT, ENCODE)
+    # a later delta of the same call (one CallIds: one stream) without an id: nothing is added,
+    # the very same object comes back
+    calls = CallIds()
+    rewrite(first, Api.CHAT, Doc.EVENT, ENCODE, calls)
+    out, result = rewrite(second, Api.CHAT, Doc.EVENT, ENCODE, calls)
     assert out is second
     assert result.edits == ()
+    # alone, it is the call's first mention: a client needs an id there, and gets one
+    out, _ = run(second, Api.CHAT, Doc.EVENT, ENCODE)
+    assert out == second.replace(b'{"index":0,"function"', b'{"id":"tid1_-n","index":0,"function"')
 
 
 RESPONSES_RESPONSE = (
@@ -593,12 +600,12 @@ def test_nothing_to_change_returns_the_same_object(
         (b"not json {{{ at all", Api.CHAT, Doc.RESPONSE, ENCODE),
         (b"not json {{{ at all", None, Doc.REQUEST, DECODE),
         (
-            b'{"choices": [ {"message": {"tool_calls": [ {"id": "call_x"} ] } } ',
-            Api.CHAT,
+            b'{"candidates": [ {"content": {"parts": [ {"functionCall": {"id": "call_x"} } ]',
+            Api.GEMINI,
             Doc.RESPONSE,
             ENCODE,
         ),
-        (b'\xff\xfe{"tool_calls":[{"id":"call_ok"}]', Api.CHAT, Doc.RESPONSE, ENCODE),
+        (b'\xff\xfe{"functionCall":{"id":"call_ok"}', Api.GEMINI, Doc.RESPONSE, ENCODE),
         # a non-conforming id, but the position's marker is not there
         (b'{"id":"a:1","tool_call_id":"a:1"', Api.CHAT, Doc.RESPONSE, ENCODE),
         (b'{"content":[{"type":"tool_use","id":"a:1"}]', Api.CHAT, Doc.RESPONSE, ENCODE),
@@ -620,8 +627,9 @@ def test_may_change_is_false_without_a_candidate(
 def test_an_event_may_change_when_a_defining_api_spells_any_id_pair() -> None:
     # Chat's events only define calls: a call's first mention is read even when it conforms
     assert may_change(b'{"tool_calls":[{"id":"call_1"}]}', Api.CHAT, Doc.EVENT, ENCODE)
+    # a call's delta without an id may be its first mention, which needs one
     arguments = b'{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}'
-    assert not may_change(arguments, Api.CHAT, Doc.EVENT, ENCODE)
+    assert may_change(arguments, Api.CHAT, Doc.EVENT, ENCODE)
     # Responses' events also refer: a conforming reference to an untagged call changes nothing
     delta = b'{"type":"response.function_call_arguments.delta","item_id":"fc_1"}'
     assert not may_change(delta, Api.RESPONSES, Doc.EVENT, ENCODE)
@@ -633,9 +641,11 @@ def test_may_change_is_true_with_a_candidate() -> None:
     assert may_change(b'"id":""', None, Doc.RESPONSE, ENCODE)
     assert may_change(b'"content" "id":"\\u0061"', Api.MESSAGES, Doc.RESPONSE, ENCODE)
     assert may_change(b'"tool_calls" "id":"tid1_x"', Api.CHAT, Doc.RESPONSE, ENCODE)
-    assert may_change(b'"tool_calls" "id":"toolu_1"', Api.CHAT, Doc.RESPONSE, ENCODE_CALL)
-    assert not may_change(b'"tool_calls" "id":"toolu_1"', Api.CHAT, Doc.RESPONSE, ENCODE)
-    assert not may_change(b'"tool_calls" "id":"call_1"', Api.CHAT, Doc.RESPONSE, ENCODE_CALL)
+    assert may_change(b'"functionCall" "id":"toolu_1"', Api.GEMINI, Doc.RESPONSE, ENCODE_CALL)
+    assert not may_change(b'"functionCall" "id":"toolu_1"', Api.GEMINI, Doc.RESPONSE, ENCODE)
+    assert not may_change(b'"functionCall" "id":"call_1"', Api.GEMINI, Doc.RESPONSE, ENCODE_CALL)
+    # where a client requires an id, a call there may lack one: no byte check can tell
+    assert may_change(b'"tool_calls" "id":"toolu_1"', Api.CHAT, Doc.RESPONSE, ENCODE)
     assert may_change(b"xx tid1_ xx", Api.CHAT, Doc.REQUEST, DECODE)
     assert may_change(b"call_tid1_", None, Doc.REQUEST, STRICT)
 
@@ -713,8 +723,12 @@ def test_surrogate_bytes_in_an_id_fail_open() -> None:
 
 
 def test_invalid_utf8_without_a_candidate_passes() -> None:
+    body = b'{"parts":[{"text":"\xff"},{"functionCall":{"id":"toolu_1"}}]}'
+    assert rewrite(body, Api.GEMINI, Doc.RESPONSE, ENCODE)[0] is body
+    # where a call may lack an id, the document is read, and found not to be JSON
     body = b'{"content":[{"type":"text","text":"\xff"},{"type":"tool_use","id":"toolu_1"}]}'
-    assert rewrite(body, Api.MESSAGES, Doc.RESPONSE, ENCODE)[0] is body
+    with pytest.raises(RewriteError, match="not valid JSON"):
+        rewrite(body, Api.MESSAGES, Doc.RESPONSE, ENCODE)
 
 
 def test_utf8_bom_is_kept() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import json
+import operator
 import re
 
 import pytest
@@ -10,13 +12,18 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from toolid.codec import (
+    MINTED_LEAD,
     PREFIXES,
     PROFILES,
     TAG,
+    VALUE_LEAD,
+    JsonText,
     Profile,
     decode,
     encode,
+    encode_value,
     is_strict_safe,
+    mint,
     occurrence,
     parse,
     passes,
@@ -228,15 +235,22 @@ def test_reserved_prefix_never_passes(prefix: str, rest: str, profile: Profile) 
 @example("tid1_-ED-A0-80")
 @example("tid1_-C3")
 @example("call_tid1_-")
+@example("tid1_-j7")
+@example("call_tid1_-jtrue-_3")
+@example("tid1_-n-_2")
 def test_decode_total_and_canonical(s: str) -> None:
-    """decode never raises; it returns s itself or the one raw id that encode maps to s."""
+    """decode never raises; it returns s itself or the one raw id that encode (a JsonText:
+    encode_value) maps to s."""
     raw = decode(s)
     assert isinstance(raw, str)
     assert decode(s) == raw  # pure
     if raw != s:
         profile = profile_of(s)
         assert profile is not None
-        assert encode(raw, profile, occurrence(s)) == s
+        if type(raw) is JsonText:
+            assert encode_value(raw, profile, occurrence(s)) == s
+        else:
+            assert encode(raw, profile, occurrence(s)) == s
 
 
 # --- occurrence tags --------------------------------------------------------------------
@@ -416,3 +430,295 @@ def test_profile_of() -> None:
     assert profile_of("call_x") is None
     assert profile_of("tid2_x") is None
     assert profile_of("") is None
+
+
+# --- calls with no usable id: a number or boolean (encode_value), none (mint) --------------
+
+# JSON's number grammar (RFC 8259), independent of the codec's own pattern
+JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+NUMBER_EDGES = [
+    "0",
+    "-0",
+    "0.0",
+    "-0.0",
+    "7",
+    "-1",
+    "1.5",
+    "1e400",
+    "-1e400",
+    "1E+2",
+    "1e-7",
+    "0.1e-999",
+    "9007199254740993",
+    "18446744073709551616",
+    "-9223372036854775809",
+    "123456789012345678901234567890",
+    "1" * 300,  # past the memo's longest key
+]
+json_numbers = st.one_of(
+    st.sampled_from(NUMBER_EDGES),
+    st.integers().map(str),
+    st.integers(min_value=-(10**40), max_value=10**40).map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(json.dumps),
+    st.from_regex(r"-?(0|[1-9][0-9]{0,20})(\.[0-9]{1,8})?([eE][+-]?[0-9]{1,4})?", fullmatch=True),
+)
+# Every JSON text a raw id that is not a string may have (null: minted)
+json_scalars = st.one_of(json_numbers, st.sampled_from(["true", "false"]))
+occurrences_from_1 = st.integers(min_value=1, max_value=10**6)
+
+
+def _is_json_scalar_text(text: str) -> bool:
+    return text in ("true", "false") or JSON_NUMBER.fullmatch(text) is not None
+
+
+@given(json_scalars)
+def test_json_scalars_are_json(text: str) -> None:
+    """The strategy itself: each text is one JSON number or boolean, as a parser reads it."""
+    assert _is_json_scalar_text(text)
+    value = json.loads(text)
+    assert type(value) in (int, float, bool)
+
+
+@given(json_scalars, profiles, occurrences_from_1)
+@example("-0.0", "safe", 1)
+@example("1e400", "call", 1)
+@example("true", "safe", 2)
+@example("false", "call", 10)
+@example("0", "safe", 1)
+def test_value_round_trip(text: str, profile: Profile, k: int) -> None:
+    """decode(encode_value(text)) is a JsonText (written unquoted) equal to text."""
+    client = encode_value(text, profile, k)
+    raw = decode(client)
+    assert type(raw) is JsonText
+    assert raw == text
+    assert parse(client) == (text, k)
+    assert type(parse(client)[0]) is JsonText
+    assert occurrence(client) == k
+    assert SAFE_RULE.fullmatch(client)
+    assert PROFILE_RULE[profile].fullmatch(client)
+    assert profile_of(client) == profile
+    assert client.startswith(PREFIXES[profile] + VALUE_LEAD)
+    assert decode(client) == raw  # pure (the memo's answer is the same)
+    assert type(decode(client)) is JsonText
+
+
+@given(
+    a=json_scalars,
+    b=json_scalars,
+    pa=profiles,
+    pb=profiles,
+    j=occurrences_from_1,
+    k=occurrences_from_1,
+)
+def test_value_injective(*, a: str, b: str, pa: Profile, pb: Profile, j: int, k: int) -> None:
+    if (a, pa, j) != (b, pb, k):
+        assert encode_value(a, pa, j) != encode_value(b, pb, k)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_value_distinct_spellings_of_one_number(profile: Profile) -> None:
+    """The upstream's spelling travels: 1, 1.0, 1e0, 1E0 and 10e-1 are distinct ids."""
+    spellings = ["1", "1.0", "1e0", "1E0", "1e+0", "10e-1", "0", "-0", "0.0", "-0.0"]
+    clients = [encode_value(text, profile) for text in spellings]
+    assert len(set(clients)) == len(spellings)
+    assert [decode(client) for client in clients] == spellings
+
+
+@given(
+    text=json_scalars,
+    raw=raw_ids,
+    pv=profiles,
+    ps=profiles,
+    j=occurrences_from_1,
+    k=occurrences_from_1,
+)
+def test_value_never_an_encoded_string(
+    *, text: str, raw: str, pv: Profile, ps: Profile, j: int, k: int
+) -> None:
+    """A number's client id is never a string's (encode), so neither is ever mistaken for the
+    other; the number's text as a string id is a different client id."""
+    assert encode_value(text, pv, j) != encode(raw, ps, k)
+    assert encode_value(text, pv, j) != encode(text, ps, k)
+
+
+@given(
+    st.one_of(
+        st.text(max_size=12),
+        st.text(st.sampled_from("-+.0123456789eE trufalsn\"'"), max_size=8),
+        st.sampled_from(
+            [
+                "",
+                "null",
+                "01",
+                "-01",
+                "1.",
+                ".5",
+                "+1",
+                "1e",
+                "1e+",
+                "-",
+                "NaN",
+                "Infinity",
+                "-Infinity",
+                " 7",
+                "7 ",
+                '"7"',
+                "True",
+                "TRUE",
+                "0x1F",
+                "1_000",
+                "\u0663",
+                "[]",
+                "{}",
+            ]
+        ),
+    ),
+    profiles,
+)
+def test_value_rejects_other_texts(text: str, profile: Profile) -> None:
+    """Only the JSON text of a number or a boolean has a value id (null is minted)."""
+    if _is_json_scalar_text(text):
+        assert decode(encode_value(text, profile)) == text
+    else:
+        with pytest.raises(ValueError, match="not the JSON text"):
+            encode_value(text, profile)
+
+
+@given(profiles, occurrences_from_1)
+@example("safe", 1)
+@example("safe", 2)
+@example("call", 1)
+def test_mint_round_trips_to_itself(profile: Profile, k: int) -> None:
+    client = mint(profile, k)
+    assert client == PREFIXES[profile] + MINTED_LEAD + ("" if k == 1 else f"{TAG}{k}")
+    assert decode(client) == client
+    assert type(decode(client)) is str  # a string id, written quoted, never a JsonText
+    assert parse(client) == (client, k)
+    assert occurrence(client) == k
+    assert SAFE_RULE.fullmatch(client)
+    assert PROFILE_RULE[profile].fullmatch(client)
+    assert profile_of(client) == profile
+
+
+def test_mint_examples() -> None:
+    assert [mint("safe", k) for k in (1, 2, 3, 12)] == [
+        "tid1_-n",
+        "tid1_-n-_2",
+        "tid1_-n-_3",
+        "tid1_-n-_12",
+    ]
+    assert mint("call") == "call_tid1_-n"
+    assert mint("call", 2) == "call_tid1_-n-_2"
+    assert encode_value("7") == "tid1_-j7"
+    assert encode_value("7", "safe", 2) == "tid1_-j7-_2"
+    assert encode_value("-1.5e3") == "tid1_-j-2D1-2E5e3"
+    assert encode_value("true", "call", 3) == "call_tid1_-jtrue-_3"
+
+
+@given(profiles, profiles, occurrences_from_1, occurrences_from_1)
+def test_mint_distinct(pa: Profile, pb: Profile, j: int, k: int) -> None:
+    if (pa, j) != (pb, k):
+        assert mint(pa, j) != mint(pb, k)
+
+
+@given(
+    pm=profiles,
+    po=profiles,
+    j=occurrences_from_1,
+    k=occurrences_from_1,
+    raw=raw_ids,
+    text=json_scalars,
+)
+@example(pm="safe", po="safe", j=1, k=1, raw="tid1_-n", text="7")
+@example(pm="safe", po="safe", j=1, k=1, raw="-n", text="7")
+@example(pm="safe", po="safe", j=2, k=2, raw="", text="7")
+def test_mint_is_no_other_id(
+    *, pm: Profile, po: Profile, j: int, k: int, raw: str, text: str
+) -> None:
+    """A minted id is never the client id of any string, number or boolean."""
+    minted = mint(pm, j)
+    assert minted != encode(raw, po, k)
+    assert minted != encode_value(text, po, k)
+
+
+def test_bad_occurrence_of_the_additions() -> None:
+    with pytest.raises(ValueError, match="occurrence"):
+        mint("safe", 0)
+    with pytest.raises(ValueError, match="occurrence"):
+        encode_value("7", "safe", 0)
+
+
+@given(profiles, occurrences_from_1)
+def test_empty_string_round_trips(profile: Profile, k: int) -> None:
+    """ "" is a string id (not a missing one): it is encoded, decodes to "", never minted."""
+    client = encode("", profile, k)
+    assert decode(client) == ""
+    assert type(decode(client)) is str
+    assert parse(client) == ("", k)
+    assert client != mint(profile, k)
+    assert not client[len(PREFIXES[profile]) :].startswith((VALUE_LEAD, MINTED_LEAD))
+
+
+LEADS = [VALUE_LEAD, MINTED_LEAD, "-j7", "-jtrue", "-n-_2", "-J", "-N"]
+string_ids_with_leads = st.one_of(
+    raw_ids,
+    st.builds(
+        operator.add,
+        st.sampled_from(["", "tid1_", "call_tid1_", "call_", "tid2_"]),
+        st.builds(operator.add, st.sampled_from(LEADS), raw_ids),
+    ),
+)
+
+
+@given(string_ids_with_leads, profiles, occurrences_from_1)
+@example("-j7", "safe", 1)
+@example("-n", "safe", 1)
+@example("-n", "call", 1)
+@example("tid1_-n", "safe", 1)
+@example("tid1_-j7", "safe", 1)
+@example("call_tid1_-n-_2", "call", 2)
+@example("7", "safe", 1)
+@example("true", "call", 1)
+@example("null", "safe", 1)
+def test_string_ids_never_take_the_new_leads(raw: str, profile: Profile, k: int) -> None:
+    """Version-1 ids are unchanged by the addition: no string's client id has a payload that
+    starts with -j or -n, and every string decodes to itself as a string (never a JsonText),
+    also one that starts with -j / -n or spells a number."""
+    client = encode(raw, profile, k)
+    lead = profile_of(client)
+    if lead is not None:
+        assert not client[len(PREFIXES[lead]) :].startswith((VALUE_LEAD, MINTED_LEAD))
+    assert decode(client) == raw
+    assert type(decode(client)) is str
+    assert parse(client) == (raw, k)
+
+
+@given(
+    st.sampled_from(list(PREFIXES.values())),
+    st.sampled_from([VALUE_LEAD, MINTED_LEAD]),
+    st.one_of(client_like(), st.text(st.sampled_from("0123456789-_ejEtruefalsn2DB+."), max_size=8)),
+)
+@example("tid1_", "-j", "")  # no text
+@example("tid1_", "-j", "-2B1")  # +1: not JSON
+@example("tid1_", "-j", "01")  # a leading zero: not JSON
+@example("tid1_", "-j", "-30")  # an escaped digit: not canonical
+@example("tid1_", "-j", "7-_1")  # tag 1: not canonical
+@example("tid1_", "-j", "7-_02")
+@example("tid1_", "-j", "null")  # null is minted, never a value id
+@example("tid1_", "-n", "x")
+@example("tid1_", "-n", "-_1")
+@example("tid1_", "-n", "-_02")
+@example("tid1_", "-n", "-_")
+def test_addition_decodes_only_what_it_makes(prefix: str, lead: str, rest: str) -> None:
+    """A client id with a new lead decodes to a value only when encode_value made it, is a
+    minted id only when mint made it, and is otherwise left alone (as a string)."""
+    client = prefix + lead + rest
+    profile = profile_of(client)
+    assert profile is not None
+    raw = decode(client)
+    if type(raw) is JsonText:
+        assert encode_value(raw, profile, occurrence(client)) == client
+    else:
+        assert raw == client
+        if occurrence(client) != 1 or client == mint(profile):
+            assert client == mint(profile, occurrence(client))

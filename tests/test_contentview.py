@@ -405,3 +405,21 @@ def test_pairing_problems_are_shown_at_their_positions(tctx):
     assert "# toolid pairing: orphan-result call_zzz at messages[2].tool_call_id: OpenAI" in (
         response
     )
+
+
+def test_calls_lacking_an_id_are_annotated(tctx):
+    """A missing id is noted on its call's ``{`` line, a null or a number on its own line,
+    with what toolid gives the call; the header counts them."""
+    calls = [
+        {"type": "function"},
+        {"id": None, "type": "function"},
+        {"id": 7, "type": "function"},
+    ]
+    body = json.dumps({"choices": [{"message": {"tool_calls": calls}}]}).encode()
+    text = render(http_flow("response", body, path="/v1/chat/completions"), "response").text
+    assert "3 calls without a usable id" in text.splitlines()[0]
+    lines = text.splitlines()
+    opening = lines[lines.index('        "tool_calls": [') + 1]
+    assert opening.endswith('⚠ missing-id: no "id", which clients require ⟶ toolid mints one')
+    assert line_with(text, '"id": null').endswith("⚠ missing-id: null ⟶ toolid mints one")
+    assert line_with(text, '"id": 7').endswith("⚠ not-a-string: 7 ⟶ client tid1_-j7")

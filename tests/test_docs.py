@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from toolid import codec
+from toolid.edit import literal_of
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -257,6 +258,32 @@ def test_wire_format_examples(raw: str, profile: codec.Profile, client: str) -> 
 def test_wire_format_tag_examples(raw: str, k: int, profile: codec.Profile, client: str) -> None:
     assert codec.encode(raw, profile, k) == client
     assert codec.decode(client) == raw
+
+
+def _unusable() -> list[tuple[str | None, int, codec.Profile, str, str]]:
+    """The rows of the "Calls with no usable id" table: the upstream's JSON text (None: no
+    member), k, profile, client id and the JSON text it is restored as."""
+    cases = []
+    for upstream, profile, client, restored in _table(
+        ["upstream id", "profile", "client id", "restored as"]
+    ):
+        ordinal = _ORDINAL.search(upstream)
+        text = None if upstream.startswith("(missing)") else _id(upstream)
+        k = int(ordinal.group(1)) if ordinal else 1
+        cases.append((text, k, _profile(profile), _id(client), restored.strip("`")))
+    return cases
+
+
+@pytest.mark.parametrize(("text", "k", "profile", "client", "restored"), _unusable())
+def test_wire_format_unusable_id_examples(
+    text: str | None, k: int, profile: codec.Profile, client: str, restored: str
+) -> None:
+    if text is None or text == "null":
+        assert codec.mint(profile, k) == client
+    else:
+        assert codec.encode_value(text, profile, k) == client
+    raw = codec.decode(client)
+    assert literal_of(raw) == restored.encode()
 
 
 @pytest.mark.parametrize("client", _not_decoded())

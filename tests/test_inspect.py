@@ -839,3 +839,58 @@ def test_pairing_in_a_flow_file(capsys, tmp_path):
     assert code == 1
     assert problems_by_path(table) == BROKEN_CHAT_BY_PATH
     assert "first call_zzz at flow 1 POST /v1/chat/completions request" in summary_lines(table)[1]
+
+
+# --- calls with no usable id ------------------------------------------------------------------
+
+LACKING_CALLS = [
+    {"type": "function", "function": {"name": "f", "arguments": "{}"}},
+    {"id": None, "type": "function", "function": {"name": "f", "arguments": "{}"}},
+    {"id": 7, "type": "function", "function": {"name": "f", "arguments": "{}"}},
+    {"id": "call_ok", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+]
+
+
+def test_a_saved_response_names_calls_lacking_an_id(capsys, tmp_path):
+    """A missing or null id is ``missing-id``, a number ``not-a-string``; each row shows what
+    the call holds and the client id toolid gives it, in document order."""
+    path = tmp_path / "answer.json"
+    message = {"role": "assistant", "tool_calls": LACKING_CALLS}
+    path.write_text(json.dumps({"choices": [{"index": 0, "message": message}]}))
+    code, table, _ = inspect(capsys, str(path))
+    assert code == 1
+    calls = [f"choices[0].message.tool_calls[{i}].id" for i in range(4)]
+    assert [(row[1], row[3], row[4]) for row in full_rows(table)] == [
+        (calls[0], "(none)", "(none)"),
+        (calls[1], "null", "null"),
+        (calls[2], "7", "7"),
+        (calls[3], "call_ok", "call_ok"),
+    ]
+    assert [client for client, _ in client_columns(table)] == [
+        "tid1_-n",
+        "tid1_-n-_2",
+        "tid1_-j7",
+        "call_ok",
+    ]
+    assert problem_columns(table) == ["missing-id", "missing-id", "not-a-string", ""]
+    lines = summary_lines(table)
+    assert lines[1].startswith(f"missing-id: 2, first (none) at body {calls[0]} (and 1 more): ")
+    assert lines[2].startswith(f"not-a-string: 1, first 7 at body {calls[2]}: ")
+
+
+def test_a_chat_stream_names_a_call_lacking_its_id_on_its_first_chunk_only(capsys, tmp_path):
+    """Later chunks of a Chat call carry no id (the API's way): only a first chunk without
+    one is named."""
+
+    def chunk(call: dict[str, object]) -> str:
+        return "data: " + json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]})
+
+    first = {"index": 0, "type": "function", "function": {"name": "f", "arguments": ""}}
+    later = {"index": 0, "function": {"arguments": "{}"}}
+    path = tmp_path / "stream.sse"
+    path.write_text("\n\n".join([chunk(first), chunk(later), "data: [DONE]"]) + "\n\n")
+    code, table, _ = inspect(capsys, str(path))
+    assert code == 1
+    assert [row[:2] for row in full_rows(table)] == [["event", "1"]]  # not event 2
+    assert problem_columns(table) == ["missing-id"]
+    assert client_columns(table) == [("tid1_-n", "")]

@@ -219,11 +219,14 @@ def test_property_define_and_refer_follow_the_model(
     steps: list[tuple[bool, tuple[int], str, str]], taken: list[str]
 ) -> None:
     """A mention (call number, key, raw id) keeps the client id it first got: the first of
-    encode(raw), encode(raw, 2), ... neither taken nor given. A reference gets the client id
-    of the latest mention with its call number and raw id, else of the raw id's latest
-    mention, else the raw id's encoding."""
+    encode(raw), encode(raw, 2), ... neither taken nor given; a call (number, key) keeps the
+    client id of its first mention, whatever raw id a later one carries (``define`` answers
+    None for that later one, ``defined`` the first's client id). A reference gets the
+    client id of the latest mention with its call number and raw id, else of the raw id's
+    latest mention, else the raw id's encoding."""
     calls = CallIds("safe", Taken.of(taken))
     mentions: dict[tuple[tuple[int], str, str], str] = {}
+    numbered: dict[tuple[tuple[int], str], str] = {}
     by_call: dict[tuple[tuple[int], str], str] = {}
     latest: dict[str, str] = {}
     for define, call, key, raw in steps:
@@ -231,12 +234,20 @@ def test_property_define_and_refer_follow_the_model(
             expected = by_call.get((call, raw)) or latest.get(raw) or codec.encode(raw, "safe")
             assert calls.refer(call, raw) == expected
             continue
-        if (call, key, raw) not in mentions:
+        if (call, key, raw) in mentions:
+            expected = mentions[(call, key, raw)]
+        elif (call, key) in numbered:  # the call's other id: None, and its first client id
+            assert calls.define(call, key, raw) is None
+            expected = numbered[(call, key)]
+            assert calls.defined(call, key, raw) == expected
+            continue
+        else:
             occurrence = 1
             while (client := codec.encode(raw, "safe", occurrence)) in {*mentions.values(), *taken}:
                 occurrence += 1
             mentions[(call, key, raw)] = by_call[(call, raw)] = latest[raw] = client
-        assert calls.define(call, key, raw) == mentions[(call, key, raw)]
+            expected = numbered[(call, key)] = client
+        assert calls.define(call, key, raw) == expected
 
 
 def test_history_with_tagged_ids_skips_taken_tags() -> None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import toolid
 from toolid import encode, pairing
+from toolid.apis.record import LACKING_TEXTS
 from toolid.locate import locate
 from toolid.pairing import COMPOSITE, DUPLICATE, EMPTY, MISSING, ORPHAN, Problem, check
 from toolid.positions import (
@@ -346,8 +347,8 @@ def test_the_data_agrees_with_the_table():
         table = {(p.kind, p.key, p.role) for p in positions(api, Doc.REQUEST)}
         assert all((kind, key, REFERS) in table for kind, key in history.results)
         assert all((kind, key, DEFINES) in table for kind, key in history.calls)
-        for code in pairing.CODES:
-            assert code in history.texts
+        for code in pairing.CODES:  # a call lacking an id: the same words in every API
+            assert code in history.texts or code in LACKING_TEXTS
 
 
 # --- by property -------------------------------------------------------------------------------

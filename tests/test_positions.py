@@ -14,11 +14,13 @@ from typing import Any
 
 import pytest
 
+from toolid.apis import RECORDS
 from toolid.positions import (
     DEFINES,
     HISTORY_LABELS,
     ID_KEYS,
     LABELS,
+    LACKS,
     TABLE,
     Api,
     Doc,
@@ -41,11 +43,12 @@ pytestmark = pytest.mark.usefixtures("backend")
 
 
 def found(document: Any, api: Api, doc: Doc) -> list[tuple[str, str]]:
-    return sorted((f.path, f.value) for f in find_ids(document, api, doc))
+    """The ids ``find_ids`` finds (not the calls lacking one: ``test_lacking_ids``)."""
+    return sorted((f.path, f.value) for f in find_ids(document, api, doc) if f.role is not LACKS)
 
 
 def assert_found(document: Any, api: Api, doc: Doc, expected: list[tuple[str, str]]) -> None:
-    results = list(find_ids(document, api, doc))
+    results = [f for f in find_ids(document, api, doc) if f.role is not LACKS]
     got = Counter((f.path, f.value) for f in results)
     assert got == Counter(expected)
     # every Found points at the member that really holds the value
@@ -64,7 +67,9 @@ def test_every_position_compiles_and_is_served() -> None:
             compiled = positions(api, doc)
             assert [(p.notation, p.role, p.kind) for p in compiled] == list(entries)
             for position, (path, role, kind) in zip(compiled, entries, strict=True):
-                assert position == Position.parse(path, role, kind)
+                answer = doc in (Doc.RESPONSE, Doc.EVENT)
+                required = answer and role is DEFINES and kind in RECORDS[api].ids_required
+                assert position == Position.parse(path, role, kind, required=required)
                 assert position.key in ID_KEYS
     assert set(TABLE) == set(Api)
 

@@ -7,6 +7,7 @@ position's notation (``positions``), not anything the walker is made from."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from toolid.positions import (
     EVENT_CALL_NUMBERS,
+    LACKS,
     Api,
     Call,
     Doc,
@@ -80,10 +82,18 @@ def reference(document: Any, api: Api, doc: Doc) -> list[Found]:
         call = next(((n,) for n in numbers), ())
     for position in positions(api, doc):
         found += _read(document, call, position, doc)
+    for position in positions(api, doc):
+        if position.required:
+            found += _read(document, call, position, doc, lacking=True)
     return found
 
 
-def _read(document: Any, root: Call, position: Position, doc: Doc) -> list[Found]:
+def _read(
+    document: Any, root: Call, position: Position, doc: Doc, *, lacking: bool = False
+) -> list[Found]:
+    """The ids at ``position``; ``lacking``: the calls there holding no id a client can use
+    instead (the member missing from an object that has others, or null, a boolean, a
+    number), each with the JSON text of what it holds."""
     path = steps(position.notation)
     nodes: list[tuple[Any, str, Call]] = [(document, "", root)]
     for member, named in path[:-1]:
@@ -105,11 +115,26 @@ def _read(document: Any, root: Call, position: Position, doc: Doc) -> list[Found
                 reached.append((node, where, call))
         nodes = reached
     key, role, kind = str(path[-1][1]), position.role, position.kind
+    if lacking:
+        return [
+            Found(node, key, text, f"{where}.{key}" if where else key, LACKS, call, kind)
+            for node, where, call in nodes
+            if isinstance(node, dict) and (text := _unusable(node, key)) is not None
+        ]
     return [
         Found(node, key, value, f"{where}.{key}" if where else key, role, call, kind)
         for node, where, call in nodes
         if isinstance(node, dict) and isinstance(value := node.get(key), str)
     ]
+
+
+def _unusable(node: dict[str, Any], key: str) -> str | None:
+    if key not in node:
+        return "" if node else None
+    value = node[key]
+    if value is None or isinstance(value, (bool, int, float)):
+        return json.dumps(value)
+    return None
 
 
 def _admits(types: Step, element: Any) -> bool:

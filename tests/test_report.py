@@ -10,28 +10,36 @@ from hypothesis import strategies as st
 
 from toolid import encode, report
 from toolid.body import Change
+from toolid.codec import mint
 
-ACTIONS = ("restored", "encoded", "kept", "mapped")
+ACTIONS = ("restored", "encoded", "minted", "cleared", "kept", "mapped")
 # What a summary calls each action, done and (observe mode) not done.
 VERBS = {
     "restored": "restored",
     "encoded": "encoded",
     "kept": "kept (strict host)",
     "mapped": "mapped",
+    "minted": "minted",
+    "cleared": "cleared (a later chunk's other id)",
 }
 OBSERVED = {
     "restored": "would restore",
     "encoded": "would encode",
     "kept": "would keep (strict host)",
     "mapped": "would map",
+    "minted": "would mint",
+    "cleared": "would clear (a later chunk's other id)",
 }
 
 
 def reference_pair(record: Mapping[str, Any]) -> str:
     """How a summary shows one record: ``raw -> client`` encoded (the client id as it is),
     ``client -> raw`` restored or kept, ``client -> sent for rules (why)`` mapped (``?``: no
-    rule set named); a tagged client id says which use of its raw id it is."""
+    rule set named); a tagged client id says which use of its raw id it is. A call given an
+    id (minted, cleared): what it held (``(no id)``: nothing) ``->`` what it holds now."""
     raw, client, action = record["raw"], record["client"], record["action"]
+    if action in ("minted", "cleared"):
+        return f"{report.show(raw) if raw else '(no id)'} -> {client or 'null'}"
     if action == "mapped":
         why = f" ({record['why']})" if record.get("why") else ""
         rules = record.get("rules", "?")
@@ -64,12 +72,21 @@ def reference_summary(records: list[Mapping[str, Any]], observe: bool) -> str:
     return "; ".join(parts)
 
 
+def _client(raw: str, action: str, tag: int) -> str:
+    """The client id a change of ``action`` gives ``raw`` (the ``tag``-th of its kind)."""
+    if action == "minted":
+        return mint("safe", tag)
+    if action == "cleared":
+        return ""
+    return raw if action == "kept" else encode(raw, "safe", tag)
+
+
 _IDS = st.sampled_from(["functions.get_weather:0", "toolu_01", "a b", "", "call_1"])
 _CHANGES = st.builds(
     lambda raw, action, tag, rules: Change(
         f"messages[{tag}].id",
-        raw,
-        encode(raw, "safe", tag) if action != "kept" else raw,
+        "null" if action == "minted" and raw == "a b" else raw,
+        _client(raw, action, tag),
         action,
         "aB3dE5fG7" if action == "mapped" else "",
         rules if action in ("mapped", "kept") else "",

@@ -58,19 +58,24 @@ def chunks(data: bytes, size: int) -> list[bytes]:
 
 
 def buffered(api: Api, policy: Policy = ENCODE) -> Callable[[bytes], bytes]:
-    """The buffered rewrite of one event's data: what the stream must do event by event."""
+    """The buffered rewrite of one event's data, the client ids of the calls of all of them
+    given once (one ``CallIds``): what the stream must do event by event."""
+    calls = CallIds(policy.profile)
 
     def rewrite(document: bytes) -> bytes:
         try:
-            return body.rewrite(document, api, Doc.EVENT, policy)[0]
+            return body.rewrite(document, api, Doc.EVENT, policy, calls)[0]
         except RewriteError:
             return document
 
     return rewrite
 
 
-def chat_tool_event(raw_id: str, eol: str = streams.LF) -> bytes:
-    return streams.render_event(streams.chat_events(raw_id)[2], eol=eol)
+def chat_tool_event(raw_id: str, eol: str = streams.LF, index: int = 0) -> bytes:
+    """The first chunk of a tool call ``index`` (a call of its own in one stream)."""
+    event = streams.chat_events(raw_id)[2]
+    event["data"]["choices"][0]["delta"]["tool_calls"][0]["index"] = index
+    return streams.render_event(event, eol=eol)
 
 
 # --- the recorded streams, as hypothesis cases ------------------------------------------------
@@ -670,7 +675,7 @@ def big_event(size: int, eol: str = streams.LF) -> bytes:
 @pytest.mark.parametrize("piece", [100, 1, 7, 999, 1001])
 def test_oversized_event_is_forwarded_and_memory_stays_bounded(eol: str, piece: int) -> None:
     limit = 1000
-    before, after = chat_tool_event(KIMI, eol), chat_tool_event("get_time:1", eol)
+    before, after = chat_tool_event(KIMI, eol), chat_tool_event("get_time:1", eol, 2)
     big = big_event(50_000, eol)
     source = before + big + after
     rewriter = StreamRewriter(Api.CHAT, ENCODE, max_event_bytes=limit)
@@ -685,7 +690,7 @@ def test_oversized_event_is_forwarded_and_memory_stays_bounded(eol: str, piece: 
             assert rewriter.held <= 4
     out += rewriter.finish()
     assert out == chat_tool_event(encode(KIMI), eol) + big + chat_tool_event(
-        encode("get_time:1"), eol
+        encode("get_time:1"), eol, 2
     )
     assert len(rewriter.problems) == 1
     assert "1000" in rewriter.problems[0]

@@ -254,7 +254,8 @@ static int names_ok(PyObject *names) {
 }
 
 /* Whether tree is a well-formed positions.Tree (0, with TypeError, if not): (leaves, members,
- * elements) with leaves (member: str, slot: int, ...), members (member: str, tree) and
+ * elements) with leaves (member: str, slot: int, role, kind, the slot of calls lacking an id
+ * there or None), members (member: str, tree) and
  * elements (types: frozenset | None, needs: frozenset | None, bare: bool, tree). */
 static int check_tree(PyObject *tree, int depth, Py_ssize_t *budget) {
     if (depth > MAX_DEPTH || --*budget < 0 || !PyTuple_Check(tree) || LEN(tree) != 3 ||
@@ -264,7 +265,8 @@ static int check_tree(PyObject *tree, int depth, Py_ssize_t *budget) {
     for (Py_ssize_t i = 0; i < LEN(ITEM(tree, 0)); i++) {
         PyObject *leaf = ITEM(ITEM(tree, 0), i);
         if (!PyTuple_Check(leaf) || LEN(leaf) < 2 || !PyUnicode_CheckExact(ITEM(leaf, 0)) ||
-            !PyLong_CheckExact(ITEM(leaf, 1)))
+            !PyLong_CheckExact(ITEM(leaf, 1)) ||
+            (LEN(leaf) > 4 && ITEM(leaf, 4) != Py_None && !PyLong_CheckExact(ITEM(leaf, 4))))
             goto bad;
     }
     for (Py_ssize_t i = 0; i < LEN(ITEM(tree, 1)); i++) {
@@ -300,14 +302,14 @@ static int check_table(PyObject *table) {
 
 /* --- the parse: what the schema keeps, as an arena of C nodes ------------------------------- */
 /* What a parse keeps of a value (A_NONE: a member or an element of no use to the walk). */
-enum { A_NONE, A_INT, A_STR, A_OBJ, A_ARR };
+enum { A_NONE, A_INT, A_STR, A_OBJ, A_ARR, A_RAW }; /* A_RAW: null, a boolean or a number */
 
 typedef struct {
     unsigned char kind;
     int first, last, next; /* A_OBJ members, A_ARR elements, in order; -1: none */
     PyObject *name;        /* a member's key (the schema's str, borrowed); NULL in arrays */
-    Py_ssize_t start, end; /* A_STR: the literal, quotes included */
-    long long integer;     /* A_INT */
+    Py_ssize_t start, end; /* A_STR, A_RAW: the literal (quotes included); A_OBJ: its '{' */
+    long long integer;     /* A_INT; A_OBJ, A_ARR: how many members or elements it holds */
 } Node;
 
 typedef struct { Node *nodes; int count, capacity; } Arena;
@@ -331,6 +333,13 @@ static int new_node(Arena *a, unsigned char kind) {
 static int dropped(Arena *a, PyObject *spec) { return spec ? new_node(a, A_NONE) : NOTHING_KEPT; }
 static int value(Scan *s, PyObject *spec, Arena *a);
 
+/* An id's member holding null, a boolean or a number (read from at to s->p): an A_RAW. */
+static int raw(Scan *s, const unsigned char *at, Arena *a) {
+    int self = new_node(a, A_RAW);
+    if (self >= 0) a->nodes[self].start = at - s->start, a->nodes[self].end = s->p - s->start;
+    return self;
+}
+
 /* An object or an array (s->p after its '{' or '['; close: '}' or ']'). node: a schema node,
  * or NULL to validate only. Kept: an object's members the node names, an array's every
  * element (its objects as the node's elements say, anything else as A_NONE). */
@@ -341,6 +350,7 @@ static int container(Scan *s, PyObject *node, Arena *a, unsigned char close) {
     const unsigned char *keys[MAX_KEYS];
     Py_ssize_t sizes[MAX_KEYS];
     if (self == -1) return -1;
+    if (self >= 0) a->nodes[self].start = s->p - s->start - 1;
     skip_ws(s);
     if (s->p < s->end && *s->p == close) return s->p++, self;
     for (int count = 0;; count++) {
@@ -377,6 +387,7 @@ static int container(Scan *s, PyObject *node, Arena *a, unsigned char close) {
         }
         skip_ws(s);
         if (s->p >= s->end || (*s->p != ',' && *s->p != close)) return -1;
+        if (self >= 0) a->nodes[self].integer = count + 1; /* A_OBJ, A_ARR: how many it holds */
         if (*s->p++ == close) return self;
     }
 }
@@ -405,6 +416,7 @@ static int value(Scan *s, PyObject *spec, Arena *a) {
     if (c == '-' || (c >= '0' && c <= '9')) {
         const unsigned char *at = s->p, *d = at + (*at == '-');
         if (!number(s, &integer)) return -1;
+        if (kind == LEAF) return raw(s, at, a);
         if (kind != KEEP || !integer) return dropped(a, spec);
         if (s->p - d > 18) return -1; /* parsers differ beyond 64 bits: the full parse */
         long long number = 0;         /* at most 18 digits: no overflow */
@@ -413,7 +425,9 @@ static int value(Scan *s, PyObject *spec, Arena *a) {
         a->nodes[self].integer = *at == '-' ? -number : number;
         return self;
     }
-    if (word(s, "true", 4) || word(s, "false", 5) || word(s, "null", 4)) return dropped(a, spec);
+    const unsigned char *at = s->p;
+    if (word(s, "true", 4) || word(s, "false", 5) || word(s, "null", 4))
+        return kind == LEAF ? raw(s, at, a) : dropped(a, spec);
     return -1;
 }
 
@@ -477,14 +491,19 @@ static PyObject *type_of(Walk *w, int object) {
 }
 
 /* Record the id in the string node value, member key of object holder, at slot: its row, each
- * item put in as made (item NULL: something failed; the row's dealloc takes what is in it). */
+ * item put in as made (item NULL: something failed; the row's dealloc takes what is in it).
+ * A call lacking an id: value an A_RAW (its text, its span) or -1 (missing: "", and the empty
+ * span right after the holder's '{'). */
 #define PUT(t, i, made) do { if (item && (item = (made))) PyTuple_SET_ITEM(t, i, item); } while (0)
 static int found(Walk *w, int holder, int value, PyObject *key, PyObject *slot) {
     Py_ssize_t saved = w->size;
     int pushed = push_key(w, key);
     if (pushed <= 0) return pushed;
-    const Node *n = &w->arena->nodes[value];
-    const char *text = (const char *)w->buffer + n->start + 1; /* no escapes: the parse vouched */
+    const Node *holding = &w->arena->nodes[holder];
+    Node missing = {.kind = A_RAW, .start = holding->start + 1, .end = holding->start + 1};
+    const Node *n = value >= 0 ? &w->arena->nodes[value] : &missing;
+    int quoted = n->kind == A_STR; /* no escapes in a string: the parse vouched */
+    const char *text = (const char *)w->buffer + n->start + quoted;
     PyObject *row = PyTuple_New(7), *call = row ? PyTuple_New(w->count) : NULL, *item = call;
     if (call) PyTuple_SET_ITEM(row, 3, call);
     for (int i = 0; item && i < w->count; i++) PUT(call, i, PyLong_FromLongLong(w->numbers[i]));
@@ -493,7 +512,7 @@ static int found(Walk *w, int holder, int value, PyObject *key, PyObject *slot) 
     PUT(row, 0, PyLong_FromSsize_t(n->start));
     PUT(row, 1, PyLong_FromSsize_t(n->end));
     PUT(row, 4, PyUnicode_DecodeUTF8(w->path, w->size, NULL));
-    PUT(row, 6, PyUnicode_DecodeUTF8(text, n->end - n->start - 2, NULL));
+    PUT(row, 6, PyUnicode_DecodeUTF8(text, n->end - n->start - 2 * quoted, NULL));
     if (item) PyTuple_SET_ITEM(row, 2, Py_NewRef(slot));
     w->size = saved;
     int appended = item ? PyList_Append(w->found, row) : -1;
@@ -526,9 +545,13 @@ static int walk(Walk *w, int node, PyObject *tree) {
     PyObject *leaves = ITEM(tree, 0), *members = ITEM(tree, 1), *elements = ITEM(tree, 2);
     int done = 1;
     for (Py_ssize_t i = 0; a->nodes[node].kind == A_OBJ && done > 0 && i < LEN(leaves); i++) {
-        int value = member(a, node, ITEM(ITEM(leaves, i), 0), NULL);
+        PyObject *leaf = ITEM(leaves, i), *lacks = LEN(leaf) > 4 ? ITEM(leaf, 4) : Py_None;
+        int value = member(a, node, ITEM(leaf, 0), NULL);
         if (value >= 0 && a->nodes[value].kind == A_STR)
-            done = found(w, node, value, ITEM(ITEM(leaves, i), 0), ITEM(ITEM(leaves, i), 1));
+            done = found(w, node, value, ITEM(leaf, 0), ITEM(leaf, 1));
+        else if (lacks != Py_None && (value >= 0 ? a->nodes[value].kind == A_RAW
+                                                  : a->nodes[node].integer > 0)) /* not {} */
+            done = found(w, node, value, ITEM(leaf, 0), lacks);
     }
     for (Py_ssize_t i = 0; a->nodes[node].kind == A_OBJ && done > 0 && i < LEN(members); i++) {
         PyObject *key = ITEM(ITEM(members, i), 0);

@@ -25,8 +25,8 @@ from typing import Any, Final, Literal
 
 from toolid import codec
 from toolid.apis import RECORDS, api_from_shape, apis_framed_as
-from toolid.apis.record import Element
-from toolid.positions import DEFINES, Api, Call, Doc, Found, Role, find_ids
+from toolid.apis.record import Element, lacking_code
+from toolid.positions import DEFINES, LACKS, Api, Call, Doc, Found, Role, find_ids, path_order
 from toolid.report import show, use_of
 from toolid.sse import EventFramer
 
@@ -71,8 +71,13 @@ class Sighting:
 
     @property
     def strict_ok(self) -> bool:
-        """Whether strict APIs accept ``value`` (``[A-Za-z0-9_-]+``)."""
-        return codec.is_strict_safe(self.value)
+        """Whether strict APIs accept ``value`` (``[A-Za-z0-9_-]+``) as an id."""
+        return self.role is not LACKS and codec.is_strict_safe(self.value)
+
+    @property
+    def shown(self) -> str:
+        """``value`` as a person reads it: a call lacking an id as what it holds."""
+        return lacking_shown(self.value) if self.role is LACKS else show(self.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +165,7 @@ def sightings(
         return _document_ids(document, doc if side else None, api, deep)
     if kind == "sse":
         found: list[Sighting] = []
+        seen: set[tuple[Call, str]] = set()
         for event in split_events(data):
             if event.data is None:
                 continue
@@ -169,10 +175,39 @@ def sightings(
             api = api or api_from_shape(document, Doc.EVENT)
             found.extend(
                 replace(sighting, event=event.number, event_name=event.name)
-                for sighting in _document_ids(document, Doc.EVENT, api, deep or side is None)
+                for sighting in _first_mentions(
+                    _document_ids(document, Doc.EVENT, api, deep or side is None), api, seen
+                )
             )
         return found
     return []
+
+
+def is_answer(document: Any) -> bool:
+    """Whether ``document`` has the shape of an answer of an API (a response), and of no
+    request."""
+    return (
+        api_from_shape(document, Doc.RESPONSE) is not None
+        and api_from_shape(document, Doc.REQUEST) is None
+    )
+
+
+def _first_mentions[T: (Sighting, Found)](
+    found: list[T], api: Api | None, seen: set[tuple[Call, str]]
+) -> list[T]:
+    """The ids of one streamed event of ``api``, but for a call lacking its id where it need
+    not have it: a later mention of a call, in an API whose calls carry their id on their
+    first mention alone (``ApiRecord.id_on_first_mention``). ``seen``: the calls (number,
+    kind) mentioned before in the stream, updated."""
+    if api is None or not RECORDS[api].id_on_first_mention:
+        return found
+    kept = []
+    for one in found:
+        call = (one.call, one.kind)
+        if not (one.role is LACKS and call in seen):
+            kept.append(one)
+        seen.add(call)
+    return kept
 
 
 def _array_stream_ids(elements: list[Any], api: Api | None, deep: bool) -> list[Sighting]:
@@ -212,7 +247,10 @@ def _document_ids(document: Any, doc: Doc | None, api: Api | None, deep: bool) -
     if doc is not None:
         api = api or api_from_shape(document, doc)
         if api is not None:
-            return [_sighting(f, f.path, api) for f in find_ids(document, api, doc)]
+            found = find_ids(document, api, doc)
+            if found and found[-1].role is LACKS:  # they come last: shown in document order
+                found.sort(key=lambda f: path_order(f.path))
+            return [_sighting(f, f.path, api) for f in found]
     return deep_ids(document) if deep or doc is None else []
 
 
@@ -377,6 +415,7 @@ def _annotate_stream(data: bytes, api: Api | None, profile: codec.Profile) -> st
     events = split_events(data)
     body: list[str] = []
     every: list[Found] = []
+    seen: set[tuple[Call, str]] = set()
     for event in events:
         title = f"# event {event.number}" + (f": {event.name}" if event.name is not None else "")
         if not event.complete:
@@ -386,7 +425,7 @@ def _annotate_stream(data: bytes, api: Api | None, profile: codec.Profile) -> st
         if not ok:
             body.extend(event.text.split("\n"))
             continue
-        api = _annotate_event(document, api, profile, body, every)
+        api = _annotate_event(document, api, profile, body, every, seen=seen)
     count = f"{len(events)} event{'s' if len(events) != 1 else ''}"
     return "\n".join([_header(api, "event stream", every, count), *body])
 
@@ -396,20 +435,27 @@ def _annotate_array(elements: list[Any], api: Api | None, profile: codec.Profile
     ``?alt=sse``), shown element by element, each read as one streamed event."""
     body: list[str] = []
     every: list[Found] = []
+    seen: set[tuple[Call, str]] = set()
     for number, element in enumerate(elements, 1):
         body.append(f"# element {number}")
-        api = _annotate_event(element, api, profile, body, every)
+        api = _annotate_event(element, api, profile, body, every, seen=seen)
     count = f"{len(elements)} element{'s' if len(elements) != 1 else ''}"
     return "\n".join([_header(api, "JSON-array stream", every, count), *body])
 
 
 def _annotate_event(
-    document: Any, api: Api | None, profile: codec.Profile, body: list[str], every: list[Found]
+    document: Any,
+    api: Api | None,
+    profile: codec.Profile,
+    body: list[str],
+    every: list[Found],
+    *,
+    seen: set[tuple[Call, str]],
 ) -> Api | None:
     """One streamed event's lines added to ``body``, its ids to ``every``; the stream's API
-    (``api``, else the one the event's shape tells)."""
+    (``api``, else the one the event's shape tells). ``seen``: as ``_first_mentions``."""
     api = api or api_from_shape(document, Doc.EVENT)
-    found = list(find_ids(document, api, Doc.EVENT)) if api else []
+    found = _first_mentions(list(find_ids(document, api, Doc.EVENT)), api, seen) if api else []
     every.extend(found)
     _pretty(document, _notes(found, profile), 0, body, "")
     return api
@@ -417,8 +463,9 @@ def _annotate_event(
 
 def _header(api: Api | None, what: str, found: list[Found], *extra: str) -> str:
     name = RECORDS[api].title if api else "API not recognised"
-    bad = sum(not codec.is_strict_safe(f.value) for f in found)
-    encoded = sum(codec.decode(f.value) != f.value for f in found)
+    lacking = sum(f.role is LACKS for f in found)
+    bad = sum(f.role is not LACKS and not codec.is_strict_safe(f.value) for f in found)
+    encoded = sum(f.role is not LACKS and codec.decode(f.value) != f.value for f in found)
     tagged = sum(codec.occurrence(f.value) > 1 for f in found)
     parts = [f"{name} {what}", *extra]
     if found:
@@ -429,13 +476,36 @@ def _header(api: Api | None, what: str, found: list[Found], *extra: str) -> str:
             parts.append(f"{tagged} tagged (a reused raw id)")
         if bad:
             parts.append(f"⚠ {bad} not {STRICT_RULE}")
+        if lacking:
+            parts.append(f"⚠ {lacking} call{'s' if lacking != 1 else ''} without a usable id")
     else:
         parts.append("no tool-call ids")
     return "# toolid: " + " · ".join(parts)
 
 
 def _notes(found: Iterable[Found], profile: codec.Profile) -> dict[tuple[int, str], str]:
-    return {(id(f.holder), f.key): note(f.value, profile) for f in found}
+    """Each id's note, by its holder and key (a missing member's, by its holder and "")."""
+    return {
+        (id(f.holder), f.key if f.role is not LACKS or f.value else ""): (
+            lacking_note(f.value, f.key) if f.role is LACKS else note(f.value, profile)
+        )
+        for f in found
+    }
+
+
+def lacking_shown(text: str) -> str:
+    """What a call lacking an id holds, as a person reads it ("" is no member at all)."""
+    return text or "(none)"
+
+
+def lacking_note(text: str, key: str) -> str:
+    """The annotation for a call lacking an id: what it holds, and what toolid gives it."""
+    code = lacking_code(text)
+    if text == "":
+        return f'⚠ {code}: no "{key}", which clients require ⟶ toolid mints one'
+    if text == "null":
+        return f"⚠ {code}: null ⟶ toolid mints one"
+    return f"⚠ {code}: {text} ⟶ client {show(codec.encode_value(text))}"
 
 
 def _pretty(
@@ -449,12 +519,14 @@ def _pretty(
     pad = "  " * depth
     if isinstance(node, dict) and node:
         out.append(f"{pad}{lead}{{")
+        if comment := notes.get((id(node), "")):  # a member it lacks
+            out[-1] += f"  # {comment}"
         last = len(node) - 1
         for index, (key, value) in enumerate(node.items()):
             _pretty(value, notes, depth + 1, out, f"{_scalar(str(key))}: ")
             if index < last:
                 out[-1] += ","
-            if isinstance(value, str) and (comment := notes.get((id(node), key))):
+            if not isinstance(value, dict | list) and (comment := notes.get((id(node), key))):
                 out[-1] += f"  # {comment}"
         out.append(f"{pad}}}")
     elif isinstance(node, list) and node:

@@ -151,7 +151,8 @@ def may_change(
     response that is when the request's history takes it (``calls.taken``) or two calls
     carry it. In a stream, a call's first mention must be read even when its id conforms (a
     later event may reuse it), so only events whose ids are all conforming references to
-    untagged calls are skipped.
+    untagged calls are skipped. A document spelling a marker of a position where a client
+    requires an id may hold a call lacking one (``Role.LACKS``), which no byte check can see.
     """
     prefilter = _encode_prefilter(api, doc, policy.profile)
     if policy.direction is Direction.DECODE:
@@ -160,12 +161,16 @@ def may_change(
         return document.find(codec.MARK_BYTES) >= 0
     if not marked and not may_hold_ids(document, prefilter.markers):
         return False
+    if marked and prefilter.marker_required:  # a call that may lack its id: read it
+        return True
     if doc is Doc.EVENT and not prefilter.refers_only:  # then any id pair may change
         return prefilter.any_pair_in(document)
     if jsonparse.accelerated() and len(document) > _SCAN_AT_MOST:
         return True  # orjson parses a large document faster than the regexes below scan it
     if prefilter.suspect.search(document) is not None:
         return True
+    if prefilter.required is not None and prefilter.required.in_(document):
+        return True  # a call that may lack its id
     taken = calls.taken if calls else NOTHING_TAKEN
     defined: set[bytes] = set()
     for match in prefilter.conforming.finditer(document):
@@ -220,6 +225,10 @@ class _Prefilter(NamedTuple):
     suspect: re.Pattern[bytes]  # an id-key pair whose value may not conform
     conforming: re.Pattern[bytes]  # an id-key pair whose value conforms: (key, value)
     refers_only: frozenset[bytes]  # keys that only ever hold references
+    # The markers of the calls at positions where a client requires an id (a call there may
+    # lack one), and whether every marker above is one of them.
+    required: Markers | None
+    marker_required: bool
 
 
 @functools.cache
@@ -235,21 +244,33 @@ def _encode_prefilter(api: Api | None, doc: Doc, profile: codec.Profile) -> _Pre
     value = _CONFORMING_VALUE[profile]
     defining = {p.key for p in table if p.role is not REFERS}
     pair = rb'"(?:' + names + rb')"\s*:\s*"'
+    requiring = [f'"{word}"'.encode() for p in table if p.required for word in p.call_markers]
+    required = Markers(requiring) if requiring else None
+    marker_required = markers is not None and set(markers.words) <= set(requiring)
     return _Prefilter(
         markers,
         all(position.marked_by_key for position in table),
-        _any_pair_in(re.compile(pair)),
+        _any_pair_in(re.compile(pair), required),
         re.compile(pair + rb"(?!" + value + rb'")'),
         re.compile(rb'"(' + names + rb')"\s*:\s*"(' + value + rb')"'),
         frozenset(k.encode() for k in keys - defining),
+        required,
+        marker_required,
     )
 
 
-def _any_pair_in(any_pair: re.Pattern[bytes]) -> Callable[[bytes], bool]:
-    """``_Prefilter.any_pair_in`` of the regex of an id-key pair."""
+def _any_pair_in(any_pair: re.Pattern[bytes], required: Markers | None) -> Callable[[bytes], bool]:
+    """``_Prefilter.any_pair_in`` of the regex of an id-key pair, and of the markers of the
+    positions where a client requires an id (a call there may lack one)."""
     search, accelerated = any_pair.search, jsonparse.accelerated
+    if required is None:
+        return lambda document: (
+            (len(document) > _SCAN_AT_MOST and accelerated()) or search(document) is not None
+        )
     return lambda document: (
-        (len(document) > _SCAN_AT_MOST and accelerated()) or search(document) is not None
+        (len(document) > _SCAN_AT_MOST and accelerated())
+        or search(document) is not None
+        or required.in_(document)
     )
 
 

@@ -8,6 +8,12 @@ needs no state. This format is persistent: never change it, add a version.
 
 Occurrence tags (same contract): the k-th tool call (k >= 2) of a conversation that carries
 an already-used raw id gets ``prefix + payload + "-_" + k``, which decodes to the same raw id.
+
+Calls with no usable id (same contract, an addition that leaves every version-1 id as it
+was): a raw id that is not a string, a number or a boolean, travels as its JSON text,
+``prefix + "-j" + payload`` (``encode_value``), and decodes to that text as a ``JsonText``,
+written back as it is; a call that had no id (missing, or null) gets a minted one,
+``prefix + "-n"`` (``mint``), which decodes to itself. Both take occurrence tags.
 """
 
 from __future__ import annotations
@@ -38,6 +44,20 @@ _PAYLOAD = re.compile(r"(?:[A-Za-z0-9_]|-[0-9A-F]{2})*")
 # A payload never holds "-_" (its "-" always starts a hex escape), so the tag is unambiguous.
 _TAGGED = re.compile(r"((?:[A-Za-z0-9_]|-[0-9A-F]{2})*)-_([2-9]|[1-9][0-9]+)")
 TAG: Final = "-_"
+# After the prefix, what no version-1 payload begins with ("-" there always starts an
+# uppercase hex escape or the tag): a raw id's JSON text, and a minted id.
+VALUE_LEAD: Final = "-j"
+MINTED_LEAD: Final = "-n"
+# The JSON text of a raw id that is not a string: a number or a boolean (null: minted).
+_JSON_SCALAR = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false")
+
+
+class JsonText(str):
+    """A raw id that is not a JSON string: its JSON text (``123``, ``true``), which a document
+    holds as it is, without quotes."""
+
+    __slots__ = ()
+
 
 # byte value -> its spelling in a payload: a str.translate table for the id's UTF-8 bytes read
 # as Latin-1 (one C call per id)
@@ -89,6 +109,27 @@ def encoder(profile: Profile) -> Callable[[str], str]:
     return encode_untagged
 
 
+def encode_value(text: str, profile: Profile = "safe", occurrence: int = 1) -> str:
+    """The client id of a raw id that is not a string, given as its JSON ``text`` (a number or
+    a boolean, spelled as the upstream spelled it); ``occurrence`` as in ``encode``.
+    ValueError for any other text."""
+    if _JSON_SCALAR.fullmatch(text) is None:
+        raise ValueError(f"not the JSON text of a number or a boolean: {text!r}")
+    return _tagged(f"{PREFIXES[profile]}{VALUE_LEAD}{_payload(text)}", occurrence)
+
+
+def mint(profile: Profile = "safe", occurrence: int = 1) -> str:
+    """The client id of the ``occurrence``-th call with no id (missing, or null) that a
+    conversation gives one to."""
+    return _tagged(PREFIXES[profile] + MINTED_LEAD, occurrence)
+
+
+def _tagged(client_id: str, occurrence: int) -> str:
+    if occurrence < 1:
+        raise ValueError(f"occurrence must be 1 or more, not {occurrence}")
+    return client_id if occurrence == 1 else f"{client_id}{TAG}{occurrence}"
+
+
 def _untagged(raw: str, profile: Profile) -> str:
     """``encode`` of the first occurrence: ``raw`` itself when it passes, else escaped."""
     return raw if passes(raw, profile) else PREFIXES[profile] + _payload(raw)
@@ -108,7 +149,8 @@ def profile_of(client_id: str) -> Profile | None:
 
 @memo()  # pure; a history restores each id again every turn
 def decode(client_id: str) -> str:
-    """Return the raw id inside ``client_id`` (tagged or not); anything not made by encode
+    """Return the raw id inside ``client_id`` (tagged or not): a ``JsonText`` for a raw id
+    that was not a string (``encode_value``); a minted id, and anything not made by encode,
     comes back as is.
 
     Total: never raises, for any string.
@@ -130,19 +172,15 @@ def parse(client_id: str) -> tuple[str, int]:
     if profile is None:
         return unchanged
     payload = client_id[len(PREFIXES[profile]) :]
+    if payload.startswith((VALUE_LEAD, MINTED_LEAD)):
+        return _parse_addition(client_id, payload)
     count = "1"
     if (tagged := _TAGGED.fullmatch(payload)) is not None:
         payload, count = tagged.group(1), tagged.group(2)
     elif _PAYLOAD.fullmatch(payload) is None:
         return unchanged
-    head, *escaped = payload.split("-")
-    data = bytearray(head.encode("ascii"))
-    for part in escaped:
-        data += bytes.fromhex(part[:2])
-        data += part[2:].encode("ascii")
-    try:
-        raw = data.decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError:
+    raw = _unescaped(payload)
+    if raw is None:
         return unchanged
     if count == "1":
         return (raw, 1) if encode(raw, profile) == client_id else unchanged
@@ -151,6 +189,36 @@ def parse(client_id: str) -> tuple[str, int]:
     if _payload(raw) != payload:
         return unchanged
     return raw, _count(count)
+
+
+def _parse_addition(client_id: str, payload: str) -> tuple[str, int]:
+    """``parse`` of a payload that begins with ``VALUE_LEAD`` or ``MINTED_LEAD``."""
+    unchanged = (client_id, 1)
+    lead, payload = payload[:2], payload[2:]
+    count = "1"
+    if (tagged := _TAGGED.fullmatch(payload)) is not None:
+        payload, count = tagged.group(1), tagged.group(2)
+    if lead == MINTED_LEAD:
+        return (client_id, _count(count)) if payload == "" else unchanged
+    if _PAYLOAD.fullmatch(payload) is None:
+        return unchanged
+    spelled = _unescaped(payload)
+    if spelled is None or _JSON_SCALAR.fullmatch(spelled) is None or _payload(spelled) != payload:
+        return unchanged
+    return JsonText(spelled), _count(count)
+
+
+def _unescaped(payload: str) -> str | None:
+    """The string a canonical payload spells (its bytes as UTF-8), or None."""
+    head, *escaped = payload.split("-")
+    data = bytearray(head.encode("ascii"))
+    for part in escaped:
+        data += bytes.fromhex(part[:2])
+        data += part[2:].encode("ascii")
+    try:
+        return data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return None
 
 
 def _count(digits: str) -> int:

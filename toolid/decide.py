@@ -5,7 +5,8 @@ Given the ids the table finds in a document (``positions.find_ids``) and the flo
 - encoding (upstream to client), each call's client id from ``occurrence.CallIds`` (the wire
   format's encode, with occurrence tags against the ids the request's history takes; once per
   call however many mentions it has, or, in the APIs of ``positions.CALLS_BY_MENTION``, once
-  per definition), and each reference the client id of the call it points at;
+  per definition), each call lacking an id its client requires the id ``CallIds.lacking``
+  gives it, and each reference the client id of the call it points at;
 - restoring (client to upstream), ``codec.decode`` of every client id;
 - restoring for a destination with id rules, ``rules.assign``: the raw id where it obeys
   them, else the client id, else a mapped form that does.
@@ -22,12 +23,14 @@ from operator import itemgetter, ne
 from typing import Final, Literal, NamedTuple
 
 from toolid import codec
-from toolid.edit import literal_of
+from toolid.apis import RECORDS
+from toolid.edit import RewriteError, literal_of, member_literal
 from toolid.locate import Targets
 from toolid.occurrence import CallIds
 from toolid.positions import (
     CALLS_BY_MENTION,
     DEFINES,
+    LACKS,
     REFERS,
     Api,
     Call,
@@ -36,7 +39,9 @@ from toolid.positions import (
 )
 from toolid.rules import RuleSet, assign
 
-Action = Literal["encoded", "restored", "kept", "mapped"]
+# "minted": a call with no id (missing, or null) was given one; "cleared": a later chunk of a
+# call whose id is its first chunk's carried another (or a number), written null
+Action = Literal["encoded", "restored", "kept", "mapped", "minted", "cleared"]
 
 
 class Direction(enum.StrEnum):
@@ -107,7 +112,16 @@ def decide(
             found_ids = call_order(found_ids)
         if references is None:
             references = References()
-        return _encoded(found_ids, api in CALLS_BY_MENTION, calls, references, targets), targets
+        by_mention = api in CALLS_BY_MENTION
+        first_only = RECORDS[api].id_on_first_mention
+        return (
+            _encoded(
+                found_ids, calls, references, targets, by_mention=by_mention, first_only=first_only
+            ),
+            targets,
+        )
+    if found_ids and found_ids[-1].role is LACKS:  # they come last; only answers need ids
+        found_ids = [found for found in found_ids if found.role is not LACKS]
     if policy.rules is None:  # restore every encoded id
         targets.client_ids = True  # only ids decode changes: encode made them
         return _restored(found_ids, targets), targets
@@ -136,19 +150,23 @@ def decide(
 
 def _encoded(
     found_ids: list[Found],
-    by_mention: bool,
     calls: CallIds,
     references: References,
     targets: Targets,
+    *,
+    by_mention: bool,
+    first_only: bool,
 ) -> tuple[Change, ...]:
     """``decide`` encoding, in call order: each definition's client id from ``calls``
     (``by_mention``: every definition a call of its own, ``positions.CALLS_BY_MENTION``), each
+    call's lacking one (``first_only``: only its first mention must carry one), each
     reference's that of the call it points at (``references`` first), and the change and
     the edit of each that changes."""
     changes: list[Change] = []
     add, located = targets.add, targets.edits.append
     make = tuple.__new__  # Change(...) without NamedTuple's Python-level __new__ (per id)
-    define, refer = calls.define_alone if by_mention else calls.define, calls.refer
+    define = calls.define_alone if by_mention else calls.define
+    refer = calls.refer
     said, given = references.said, calls.given
     if references.given != len(given):  # calls were given client ids since
         said.clear()
@@ -160,10 +178,24 @@ def _encoded(
             if references.given != len(given):  # a new call: references may follow it
                 said.clear()
                 references.given = len(given)
-            if client == value:
+            if client is None:  # the call was mentioned before with another id
+                if first_only:  # a later chunk's other id: written null
+                    change, literal = Change(path, value, "", "cleared"), _NULL
+                else:  # it keeps its first mention's client id
+                    client = calls.defined(call, key, value)
+            if client is not None:
+                if client == value:
+                    continue
+                change = make(Change, (path, value, client, "encoded", "", ""))
+                literal = b'"' + client.encode() + b'"'  # a client id needs no escape
+        elif role is LACKS:
+            answer = _lacking(found, calls, first_only)
+            if references.given != len(given):  # a new call: references may follow it
+                said.clear()
+                references.given = len(given)
+            if answer is None:
                 continue
-            change = make(Change, (path, value, client, "encoded", "", ""))
-            literal = b'"' + client.encode() + b'"'  # a client id needs no escape
+            change, literal = answer
         else:
             mention = (path, call, value)
             answer = said.get(mention, _UNSAID)
@@ -184,8 +216,25 @@ def _encoded(
         if span is not None:  # Targets.add, inline for a located literal
             located((span[0], span[1], literal))
         else:
-            add(found, change.client)
+            add(found, new_value(change))
     return tuple(changes)
+
+
+def _lacking(found: Found, calls: CallIds, first_only: bool) -> tuple[Change, bytes] | None:
+    """The change and new literal of a call lacking an id (``Role.LACKS``): the value there
+    replaced by its client id, or, where the member is missing, the member put in. A later
+    mention of a call that needs its id on its first alone (``first_only``) keeps nothing or
+    null (None: no change), and has a number or boolean written null."""
+    _, key, text, path, _, call, _, span = found
+    if span is None:
+        raise RewriteError(f"the call lacking an id at {path} was not located")
+    if first_only and calls.known(call, key):
+        return None if text in ("", "null") else (Change(path, text, "", "cleared"), _NULL)
+    client = calls.lacking(call, key, text)
+    if text == "":  # missing: the member is put in
+        return Change(path, text, client, "minted"), member_literal(key, client)
+    action: Action = "minted" if text == "null" else "encoded"
+    return Change(path, text, client, action), literal_of(client)
 
 
 def _restored(found_ids: list[Found], targets: Targets) -> tuple[Change, ...]:
@@ -211,6 +260,8 @@ def _restored(found_ids: list[Found], targets: Targets) -> tuple[Change, ...]:
     return changes
 
 
+_NULL: Final = b"null"  # what a later chunk of a call holds instead of another id
+_CLEARED: Final = codec.JsonText("null")  # the same, as a value to write
 _UNSAID: Final[tuple[Change, bytes]] = (Change("", "", "", "encoded"), b"")  # not in ``said``
 _START: Final = itemgetter(0)  # a span's
 _END: Final = itemgetter(1)
@@ -227,7 +278,9 @@ def _calls_first(found: Found) -> tuple[bool, Call]:
 
 
 def new_value(change: Change) -> str:
-    """What an id position holds after ``change``."""
-    if change.action == "encoded":
+    """What an id position holds after ``change`` (``cleared``: null, as ``JsonText``)."""
+    if change.action in ("encoded", "minted"):
         return change.client
+    if change.action == "cleared":
+        return _CLEARED
     return change.sent if change.action == "mapped" else change.raw

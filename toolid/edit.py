@@ -1,8 +1,9 @@
 """Edits of a document's bytes: a string literal replaced by another, nothing else touched.
 
 An ``Edit`` names a literal's span and its new text; ``splice`` puts sorted edits into the
-document (natively when the accelerator is built: ``toolid.native``); ``literal_of`` spells a
-string as JSON the way a server would, UTF-8 and no needless escapes.
+document (natively when the accelerator is built: ``toolid.native``); ``literal_of`` spells an
+id as JSON the way a server would, UTF-8 and no needless escapes (a ``codec.JsonText`` as the
+number or boolean it is).
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 from toolid import native
+from toolid.codec import JsonText
 from toolid.memo import memo
 
 # (start, end, text): replace document[start:end] (a whole string literal, quotes included)
@@ -54,10 +56,27 @@ _PLAIN: Final = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*')
 _SURROGATE_PAIR: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
 
-@memo()  # pure; ids recur in every turn of a conversation
 def literal_of(value: str) -> bytes:
-    """``value`` as a JSON string literal. Raises RewriteError for a string JSON cannot hold
-    as itself (a split surrogate pair would read back as one character)."""
+    """``value`` as a JSON literal: a string's, or a ``JsonText``'s own text. Raises
+    RewriteError for a string JSON cannot hold as itself (a split surrogate pair would read
+    back as one character)."""
+    if type(value) is JsonText:  # not in the cache below: it equals the string of its text
+        return value.encode()
+    return _string_literal(value)
+
+
+def written(value: str) -> Any:
+    """What a JSON parser reads from ``literal_of(value)``."""
+    return json.loads(value) if type(value) is JsonText else value
+
+
+def member_literal(key: str, value: str) -> bytes:
+    """``"key":value``, followed by a comma: a member put in first among an object's own."""
+    return literal_of(key) + b":" + literal_of(value) + b","
+
+
+@memo()  # pure; ids recur in every turn of a conversation
+def _string_literal(value: str) -> bytes:
     if _PLAIN.fullmatch(value):  # nothing to escape: the common case, every client id
         return b'"' + value.encode() + b'"'
     if _SURROGATE_PAIR.search(value):

@@ -26,11 +26,13 @@ from urllib.parse import urlsplit
 from toolid import annotate, codec, pairing, report
 from toolid.annotate import Side, Sighting
 from toolid.apis import api_from_path, api_from_shape
+from toolid.apis.record import lacking_code
 from toolid.occurrence import CallIds, Taken
 from toolid.pairing import Element, Problem
 from toolid.positions import (
     CALLS_BY_MENTION,
     DEFINES,
+    LACKS,
     Api,
     Doc,
     find_ids,
@@ -123,7 +125,11 @@ def _scan_json(data: bytes) -> Iterator[Row]:
         for sighting in annotate.sightings(data.removeprefix(_BOM), "response", kind="json"):
             yield Row(_event_label(sighting), sighting)
         return
-    rows = [Row("body", sighting) for sighting in annotate.deep_ids(document)]
+    if annotate.is_answer(document):  # a saved response: its calls lacking an id too
+        found = annotate.sightings(data.removeprefix(_BOM), "response", kind="json")
+    else:
+        found = annotate.deep_ids(document)
+    rows = [Row("body", sighting) for sighting in found]
     if isinstance(document, list):  # a saved conversation: its elements, as a transcript's lines
         lines = [(i, element, annotate.deep_ids(element)) for i, element in enumerate(document)]
         problems = {
@@ -477,11 +483,14 @@ def assess(rows: list[Row], profile: codec.Profile = "safe") -> list[Assessed]:
                 pair = (sighting.api, sighting.kind, pairing.key_of(sighting.value))
                 if first_call.setdefault(pair, units[i]) != units[i]:
                     duplicates.add(i)
-            if sighting.encoded:
+            if sighting.role is LACKS:
+                key = sighting.path.rsplit(".", 1)[-1]
+                clients[i] = calls.lacking(units[i], key, sighting.value)
+            elif sighting.encoded:
                 clients[i] = sighting.value
             elif defines:
                 key = sighting.path.rsplit(".", 1)[-1]
-                clients[i] = calls.define(units[i], key, sighting.value)
+                clients[i] = calls.defined(units[i], key, sighting.value)
             else:
                 clients[i] = calls.refer(units[i], sighting.value)
     return [
@@ -493,7 +502,10 @@ def assess(rows: list[Row], profile: codec.Profile = "safe") -> list[Assessed]:
 def _problems(row: Row, duplicate: bool) -> tuple[Problem, ...]:
     """A row's pairing problems: its history's (``Row.pairing``), then its id's own."""
     sighting = row.sighting
-    codes = [*pairing.id_codes(sighting.value), *([pairing.DUPLICATE] if duplicate else [])]
+    if sighting.role is LACKS:
+        codes = [lacking_code(sighting.value)]
+    else:
+        codes = [*pairing.id_codes(sighting.value), *([pairing.DUPLICATE] if duplicate else [])]
     own = (
         pairing.problem_at(
             code,
@@ -531,26 +543,29 @@ _HEADINGS: Final = (
 
 def table(assessed: list[Assessed]) -> list[str]:
     """The rows as aligned text columns, headings first."""
-    cells = [
-        (
-            item.row.where,
-            item.row.sighting.path,
-            item.row.sighting.api.value,
-            report.show(item.row.sighting.value),
-            report.show(item.row.sighting.raw),
-            report.show(item.client),
-            _yes(codec.has_shape(item.row.sighting.value, "safe")),
-            _yes(codec.has_shape(item.row.sighting.value, "call")),
-            _reused(item),
-            ",".join(problem.code for problem in item.problems),
-        )
-        for item in assessed
-    ]
+    cells = [_cells(item) for item in assessed]
     widths = [max(len(cell) for cell in column) for column in zip(_HEADINGS, *cells, strict=False)]
     return [
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
         for line in (_HEADINGS, *cells)
     ]
+
+
+def _cells(item: Assessed) -> tuple[str, ...]:
+    sighting = item.row.sighting
+    lacks = sighting.role is LACKS
+    return (
+        item.row.where,
+        sighting.path,
+        sighting.api.value,
+        sighting.shown,
+        sighting.shown if lacks else report.show(sighting.raw),
+        report.show(item.client),
+        _yes(not lacks and codec.has_shape(sighting.value, "safe")),
+        _yes(not lacks and codec.has_shape(sighting.value, "call")),
+        _reused(item),
+        ",".join(problem.code for problem in item.problems),
+    )
 
 
 def as_json(assessed: list[Assessed]) -> list[dict[str, Any]]:
@@ -621,7 +636,7 @@ def pairing_summary(assessed: list[Assessed]) -> list[str]:
         item, first = found[0]
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         lines.append(
-            f"{code}: {len(found)}, first {report.show(first.id)} at {item.row.where} "
+            f"{code}: {len(found)}, first {item.row.sighting.shown} at {item.row.where} "
             f"{item.row.sighting.path}{more}: {first.said()}"
         )
     return lines

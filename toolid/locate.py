@@ -32,9 +32,10 @@ from typing import Any, Final, NamedTuple
 
 from toolid import codec, jsonparse, native, prune
 from toolid.apis import api_from_shape
-from toolid.edit import Edit, RewriteError, literal_of, splice
+from toolid.edit import Edit, RewriteError, literal_of, splice, written
 from toolid.positions import (
     LABELS,
+    LACKS,
     TYPE,
     Api,
     Call,
@@ -44,6 +45,7 @@ from toolid.positions import (
     find_ids,
     positions,
 )
+from toolid.value_spans import value_span
 
 # A label of a history element (its role or type, which pairing reads): (path, key, value).
 type Label = tuple[str, str, str]
@@ -110,7 +112,7 @@ class Located(NamedTuple):  # made for every document read: a tuple is quickest 
         RewriteError when they cannot be proved."""
         if not targets:
             return ()
-        if self.document is None:  # every id's span is known
+        if self.document is None or not targets.members:  # every id's span is known
             spliced = targets.edits
             if len(spliced) > 1:
                 spliced.sort()
@@ -120,6 +122,8 @@ class Located(NamedTuple):  # made for every document read: a tuple is quickest 
             edits, proven = _locate(source, self.document, targets)
             if not proven:
                 _verify(source, edits, self.document, targets)
+        if targets.edits:  # calls lacking an id, located with their spans
+            edits = tuple(sorted((*edits, *targets.edits)))
         return edits
 
 
@@ -143,7 +147,26 @@ def locate(document: bytes, api: Api | None, doc: Doc) -> Located | None:
         api = api_from_shape(parsed, doc)
         if api is None:
             return None
-    return _located(api, parsed, find_ids(parsed, api, doc), doc, surrogates=not strict_utf8)
+    found = find_ids(parsed, api, doc)
+    if found and found[-1].role is LACKS:  # they come last
+        found = _with_spans(document, found)
+    return _located(api, parsed, found, doc, surrogates=not strict_utf8)
+
+
+def _with_spans(document: bytes, found: list[Found]) -> list[Found]:
+    """``found`` with each call lacking an id given its span, and its value the JSON text the
+    document spells there (``value_spans``). RewriteError where one cannot be located."""
+    spanned_ids: list[Found] = []
+    for one in found:
+        if one.role is LACKS:
+            span = value_span(document, one.path)
+            if span is None:
+                raise RewriteError(f"could not locate the call lacking an id at {one.path}")
+            text = document[span[0] : span[1]].decode("ascii", "replace")
+            spanned_ids.append(one._replace(value=text, span=span))
+        else:
+            spanned_ids.append(one)
+    return spanned_ids
 
 
 def _located(api: Api, parsed: Any, found: list[Found], doc: Doc, *, surrogates: bool) -> Located:
@@ -185,7 +208,7 @@ def _label_slots(api: Api) -> tuple[int, tuple[str, ...]]:
     """A history's first label slot (its positions' come before it), and each label's key."""
     rows = _rows(api, Doc.HISTORY)
     first = next(slot for slot, (_, role, _) in enumerate(rows) if role is LABELS)
-    return first, tuple(key for key, _, _ in rows[first:])
+    return first, tuple(key for key, role, _ in rows[first:] if role is LABELS)
 
 
 type Spanned = tuple[int, int, int, Call, str, str | None, str]  # what the native parser reports
@@ -204,6 +227,8 @@ def plainly(document: bytes, api: Api, doc: Doc, *, at: int = 0) -> list[Found] 
     found = find_ids(parsed, api, doc)
     if not found:
         return found
+    if found[-1].role is LACKS:  # no literal to search for: ``locate`` spans them
+        return None
     if (len(found) > 1 and len({one.value for one in found}) < len(found)) or (
         _may_spell_otherwise(document, not strict_utf8)
     ):
@@ -265,8 +290,13 @@ def _found_of(
 
 @functools.cache
 def _rows(api: Api, doc: Doc) -> tuple[tuple[str, Role, str], ...]:
-    """Each position's (key, role, kind), by slot."""
-    return tuple((position.key, position.role, position.kind) for position in positions(api, doc))
+    """Each position's (key, role, kind), by slot; then each required position's, as the slot
+    of the calls lacking an id there (``positions.lacking_slots``)."""
+    table = positions(api, doc)
+    return (
+        *((position.key, position.role, position.kind) for position in table),
+        *((position.key, LACKS, position.kind) for position in table if position.required),
+    )
 
 
 # The holder of a located id, by its type: one read-only object per type (nothing writes to
@@ -294,7 +324,7 @@ def _verify(document: bytes, edits: Sequence[Edit], parsed: Any, targets: Target
     exactly the positions' values replaced. Catches what byte-level locating cannot see (keys
     spelled with escapes, duplicate keys) before a wrong literal could ever be sent."""
     for holder, key, _, new in targets.members:
-        holder[key] = new
+        holder[key] = written(new)
     try:
         if jsonparse.loads(splice(document, edits)) != parsed:
             raise RewriteError("could not locate the id literals unambiguously")

@@ -7,7 +7,12 @@ request's history (``Taken``) and not given to an earlier call of the same respo
 
 ``CallIds`` makes that choice once per call, however many events mention it (a call is
 known by its number, see ``positions.Found.call``), and answers references (results,
-events about a call) with the client id of the call they point at. One ``CallIds`` serves
+events about a call) with the client id of the call they point at. A call keeps the client
+id its first mention got: a later mention of the same call carrying another id gets it too
+(that other id never reaches the client, so it never comes back). A call with no usable id
+where its client requires one gets one (``lacking``): its number or boolean encoded
+(``codec.encode_value``), or, with no id at all, a minted one (``codec.mint``), each the
+first not taken, as above. One ``CallIds`` serves
 one response, buffered or streamed; nothing outlives the flow, so the proxy stays
 stateless. Sans I/O: it sees ids and bytes, never a connection.
 """
@@ -16,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Set
+from collections.abc import Callable, Iterable, Set
 from typing import Final
 
 from toolid import codec, jsonparse
@@ -171,12 +176,14 @@ class CallIds:
         self._first_key: dict[str, str] = {}  # raw -> its only mention's key, so far
         self._given: set[str] = set()  # client ids given to this response's calls
         self._tagged: set[str] = set()  # raw ids some call of which got an occurrence tag
+        # (call number, key) -> the client id its first mention got (numbered calls only)
+        self._numbered: dict[tuple[Call, str], str] = {}
         self._taken: Set[str] | Taken | None = None  # what define asks: taken, or its ids
 
     def client_id(self, found: Found) -> str:
         """The client id for the id ``found`` in the response (encoded, maybe tagged)."""
         if found.role is DEFINES:
-            return self.define(found.call, found.key, found.value)
+            return self.defined(found.call, found.key, found.value)
         return self.refer(found.call, found.value)
 
     @property
@@ -188,13 +195,21 @@ class CallIds:
         """Whether some call of this response with raw id ``raw`` got an occurrence tag."""
         return raw in self._tagged
 
-    def define(self, call: Call, key: str, raw: str) -> str:
-        """The client id of the call numbered ``call`` whose member ``key`` holds ``raw``."""
+    def define(self, call: Call, key: str, raw: str) -> str | None:
+        """The client id of the call numbered ``call`` whose member ``key`` holds ``raw``;
+        None when that call was mentioned before with another id (``defined`` gives it the
+        client id of its first mention)."""
         latest = self._latest.get(raw)
         if latest is None:  # raw's first mention
+            member = (call, key)
+            if call and member in self._numbered:
+                return None  # the call was mentioned with another id before
             self._first_call[raw] = call
             self._first_key[raw] = key
-            return self._fresh(raw)
+            client = self._fresh(raw)
+            if call:
+                self._numbered[member] = client
+            return client
         first_call = self._first_call.get(raw)
         if first_call is not None:  # raw has had one mention so far
             first_key = self._first_key[raw]
@@ -206,8 +221,48 @@ class CallIds:
             known = self._calls.get((call, key, raw))
             if known is not None:
                 return known
+        if call and (call, key) in self._numbered:
+            return None  # the call was mentioned with another id before
         client = self._calls[(call, key, raw)] = self._by_call[(call, raw)] = self._fresh(raw)
+        if call:
+            self._numbered[(call, key)] = client
         return client
+
+    def defined(self, call: Call, key: str, raw: str) -> str:
+        """``define``, where a call mentioned before with another id keeps the client id its
+        first mention got."""
+        client = self.define(call, key, raw)
+        return client if client is not None else self._numbered[(call, key)]
+
+    def lacking(self, call: Call, key: str, text: str) -> str:
+        """The client id of the call numbered ``call`` whose member ``key`` holds no usable id:
+        ``text`` is the JSON text it holds (a number, a boolean, ``null``), "" when it is
+        missing. A call mentioned before keeps its client id; else a number or boolean is
+        encoded, and null or nothing gets a minted id."""
+        known = self._numbered.get((call, key)) if call else None
+        if known is not None:
+            return known
+        if text in ("", "null"):
+            client = self._first_free(functools.partial(codec.mint, self.profile))
+        else:
+            client = self._first_free(functools.partial(codec.encode_value, text, self.profile))
+        self._given.add(client)
+        if call:
+            self._numbered[(call, key)] = client
+        return client
+
+    def _first_free(self, client_id: Callable[[int], str]) -> str:
+        """The first of ``client_id(1)``, ``client_id(2)``, ... neither taken nor given."""
+        occurrence = 1
+        client = client_id(occurrence)
+        while client in self._given or client in self.taken:
+            occurrence += 1
+            client = client_id(occurrence)
+        return client
+
+    def known(self, call: Call, key: str) -> bool:
+        """Whether the call numbered ``call`` has a client id for its member ``key`` already."""
+        return (call, key) in self._numbered
 
     def define_alone(self, call: Call, key: str, raw: str) -> str:
         """``define`` for a call that no other mention names, whatever its number (each

@@ -34,7 +34,18 @@ from typing import Any, Final, NamedTuple
 
 from toolid import codec, jsonparse
 from toolid.apis import RECORDS, api_from_path
-from toolid.apis.record import CODES, COMPOSITE, DUPLICATE, EMPTY, MISSING, ORPHAN, History
+from toolid.apis.record import (
+    CODES,
+    COMPOSITE,
+    DUPLICATE,
+    EMPTY,
+    LACKING_TEXTS,
+    MISSING,
+    MISSING_ID,
+    NOT_A_STRING,
+    ORPHAN,
+    History,
+)
 from toolid.edit import RewriteError
 from toolid.locate import Label, Located, locate
 from toolid.markers import Markers
@@ -58,6 +69,8 @@ __all__ = [
     "EMPTY",
     "HISTORIES",
     "MISSING",
+    "MISSING_ID",
+    "NOT_A_STRING",
     "ORPHAN",
     "Element",
     "Problem",
@@ -157,8 +170,10 @@ def problem_at(
     """The problem ``code`` of the id ``value`` at ``path``, of the table's ``kind``, held by
     an object of type ``holder_type``, with the API's text."""
     history = HISTORIES[api]
-    text = history.texts.get(f"{code}.{kind}") or history.texts[code]
-    guessed = code in history.guesses and f"{code}.{kind}" not in history.texts
+    text = history.texts.get(f"{code}.{kind}") or history.texts.get(code) or LACKING_TEXTS[code]
+    guessed = code in LACKING_TEXTS or (
+        code in history.guesses and f"{code}.{kind}" not in history.texts
+    )
     block, _, key = path.rpartition(".")
     block = _dotted(block)
     member = ".".join(part for part in (block, holder_type, key) if part)

@@ -19,15 +19,17 @@ table as plain tuples made from it at import); it knows nothing of bytes.
 
 from __future__ import annotations
 
+import itertools
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
 from toolid.apis import RECORDS
-from toolid.apis.record import DEFINES, LABELS, REFERS, Api, Doc, Entry, Role
+from toolid.apis.record import DEFINES, LABELS, LACKS, REFERS, Api, Doc, Entry, Role
 
-__all__ = ["DEFINES", "LABELS", "REFERS", "Api", "Doc", "Entry", "Role"]
+__all__ = ["DEFINES", "LABELS", "LACKS", "REFERS", "Api", "Doc", "Entry", "Role"]
 
 #: Every API's positions, per kind of document (``ApiRecord.positions``).
 TABLE: Final[dict[Api, dict[Doc, tuple[Entry, ...]]]] = {
@@ -116,19 +118,22 @@ def _compile(path: str) -> tuple[_Step, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Position:
-    """A compiled position: its notation, role and steps."""
+    """A compiled position: its notation, role and steps; ``required``: a call's client
+    requires an id here (``ApiRecord.ids_required``), so a call object holding none it can
+    use is found too (``Role.LACKS``)."""
 
     notation: str
     role: Role
     kind: str
     steps: tuple[_Step, ...]
+    required: bool = False
 
     @classmethod
-    def parse(cls, notation: str, role: Role, kind: str) -> Position:
+    def parse(cls, notation: str, role: Role, kind: str, *, required: bool = False) -> Position:
         """The position written ``notation`` (docs/positions.md); ValueError if it is not
         one: empty, not ending at a member, filtering on anything but ``type``, or an array
         step right after another."""
-        return cls(notation, role, kind, _compile(notation))
+        return cls(notation, role, kind, _compile(notation), required)
 
     @property
     def key(self) -> str:
@@ -149,6 +154,17 @@ class Position:
         return tuple(sorted(filters[-1])) if filters else (names[-1],)
 
     @property
+    def call_markers(self) -> tuple[str, ...]:
+        """Strings of which every object at this position spells one, its id or not: the
+        ``type`` values the object is filtered on, else the member holding it, else the id's
+        own member name (where a call may lack its id: ``required``)."""
+        *way, _ = self.steps
+        if way and isinstance(way[-1], _Each) and way[-1].types:
+            return tuple(sorted(way[-1].types))
+        names = [step.name for step in self.steps if isinstance(step, _Key)]
+        return (names[-2],) if len(names) > 1 else (names[-1],)
+
+    @property
     def marked_by_key(self) -> bool:
         """Whether ``markers`` is a member name on the way to the id (not a ``type`` value):
         then a document spelling its keys plainly spells the marker before the id's literal,
@@ -157,8 +173,18 @@ class Position:
         return len(names) > 1 or not any(isinstance(s, _Each) and s.types for s in self.steps)
 
 
+def _required(api: Api, doc: Doc, role: Role, kind: str) -> bool:
+    """Whether a client of ``api`` requires an id at a position of ``doc`` (an answer's
+    definitions of the kinds its record names)."""
+    answer = doc is Doc.RESPONSE or doc is Doc.EVENT
+    return answer and role is DEFINES and kind in RECORDS[api].ids_required
+
+
 _COMPILED: Final[dict[tuple[Api, Doc], tuple[Position, ...]]] = {
-    (api, doc): tuple(Position.parse(path, role, kind) for path, role, kind in entries)
+    (api, doc): tuple(
+        Position.parse(path, role, kind, required=_required(api, doc, role, kind))
+        for path, role, kind in entries
+    )
     for api, docs in TABLE.items()
     for doc, entries in (*docs.items(), (Doc.HISTORY, _history(api)))
 }
@@ -183,7 +209,11 @@ type Call = tuple[int, ...]  # the number of the tool call an id belongs to (see
 
 
 class Found(NamedTuple):
-    """One id found in a parsed document: the object holding it, where, and its call."""
+    """One id found in a parsed document: the object holding it, where, and its call. A call
+    with no usable id at a required position (``Role.LACKS``) is found as well: its ``value``
+    is the JSON text of what it holds (``null``, a number, ``true``, ``false``), "" when the
+    member is missing; its ``span``, that text's (an empty one, where the member is missing,
+    right after the object's ``{``)."""
 
     holder: dict[str, Any]
     key: str
@@ -197,7 +227,8 @@ class Found(NamedTuple):
 
 def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
     """Every string id at the table's positions in a parsed JSON ``document``, in table order
-    (and, for each position, in document order)."""
+    (and, for each position, in document order); then, likewise, every call lacking an id
+    where its client requires one (``Role.LACKS``)."""
     if not isinstance(document, dict):
         return []  # every position starts in the root object
     line, plan, count, numbers = _WALKS[api][doc]
@@ -208,15 +239,17 @@ def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
             break
     if line is not None:  # one position, array by array: 6% of the worst row without accelerator
         found: list[Found] = []
+        lacking: list[Found] = []
         try:
-            _along(document, line, "", call, found)
+            _along(document, line, "", call, found, lacking=lacking)
         except _NotALine:
             pass  # an object stands for an array on the way: ``_walk`` reads that
         else:
-            return found
+            return found + lacking if lacking else found
+    # a position's ids, then the calls lacking one at each required position
     slots: list[list[Found]] = [[] for _ in range(count)]
     _walk(document, plan, "", call, slots)
-    return slots[0] if count == 1 else [one for each in slots for one in each]
+    return slots[0] if len(slots) == 1 else [one for each in slots for one in each]
 
 
 def _walk(
@@ -226,10 +259,13 @@ def _walk(
     (whose concrete path is ``path``, whose call numbers so far are ``call``): depth first,
     so each position's ids come in document order."""
     leaves, members, elements = plan
-    for key, where, slot, role, kind in leaves:
+    for key, where, slot, role, kind, lacks in leaves:
         if type(value := node.get(key)) is str:
             row = (node, key, value, path + where, role, call, kind, None)
             found[slot].append(_make(Found, row))
+        elif lacks is not None and (text := unusable(node, key)) is not None:
+            row = (node, key, text, path + where, LACKS, call, kind, None)
+            found[lacks].append(_make(Found, row))
     for key, where, inside in members:
         child = node.get(key)
         if isinstance(child, dict):
@@ -257,12 +293,20 @@ def _walk(
             _walk(node, inner, path, call, found)
 
 
-def _along(node: dict[str, Any], level: _Level, path: str, call: Call, found: list[Found]) -> None:
+def _along(
+    node: dict[str, Any],
+    level: _Level,
+    path: str,
+    call: Call,
+    found: list[Found],
+    *,
+    lacking: list[Found],
+) -> None:
     """Add to ``found`` the ids at a table's one position in the object ``node`` (whose
-    concrete path is ``path``, whose call numbers so far are ``call``), from ``level`` on:
-    depth first, so they come in document order. Raises ``_NotALine`` where an object
-    stands for an array."""
-    chain, at, types, numbers, after, (key, where, role, kind) = level
+    concrete path is ``path``, whose call numbers so far are ``call``), from ``level`` on,
+    and to ``lacking`` the calls lacking one there: depth first, so they come in document
+    order. Raises ``_NotALine`` where an object stands for an array."""
+    chain, at, types, numbers, after, (key, where, role, kind, required) = level
     array: Any = node
     for name in chain:
         array = array.get(name) if isinstance(array, dict) else None
@@ -282,24 +326,40 @@ def _along(node: dict[str, Any], level: _Level, path: str, call: Call, found: li
         else:
             inner = call
         if after is not None:
-            _along(element, after, f"{path}{at}[{index}]", inner, found)
+            _along(element, after, f"{path}{at}[{index}]", inner, found, lacking=lacking)
         elif type(value := element.get(key)) is str:  # the id's member follows the last array
             row = (element, key, value, f"{path}{at}[{index}]{where}", role, inner, kind, None)
             found.append(_make(Found, row))
+        elif required and (text := unusable(element, key)) is not None:
+            row = (element, key, text, f"{path}{at}[{index}]{where}", LACKS, inner, kind, None)
+            lacking.append(_make(Found, row))
 
 
 class _NotALine(Exception):
     """An object stands where ``_along``'s position has an array (as its own single element)."""
 
 
+def unusable(holder: dict[str, Any], key: str) -> str | None:
+    """What ``holder[key]`` holds when it is no id a client can use: "" when the member is
+    missing, else the JSON text of a null, a boolean or a number; None for a string (an id)
+    or a container (not a call toolid can give an id)."""
+    if key not in holder:
+        return "" if holder else None  # an empty object is no call
+    value = holder[key]
+    if value is None or isinstance(value, (bool, int, float)):
+        return json.dumps(value)
+    return None
+
+
 # Found(...) without NamedTuple's Python-level __new__: 3.4% of row 3 without the accelerator.
 _make: Final = tuple.__new__
 
 # What ``_walk`` reads at one object, made from the table at import (``_plan``): its leaves
-# (member, what the id's path adds, slot, role, kind), its members (member, what the path
+# (member, what the id's path adds, slot, role, kind, the slot of calls lacking an id there
+# or None), its members (member, what the path
 # adds, what follows inside), and what follows past ``[]`` or ``[type=...]`` there.
 type _Plan = tuple[
-    tuple[tuple[str, str, int, Role, str], ...],
+    tuple[tuple[str, str, int, Role, str, int | None], ...],
     tuple[tuple[str, str, _Plan], ...],
     _Elements | None,
 ]
@@ -311,30 +371,35 @@ type _Elements = tuple[_Plan | None, dict[str, _Plan] | None, bool]
 # What ``_along`` reads of a table's one position from one object on: the members to the next
 # array and what they add to the path, the types its elements are filtered on, whether they
 # add their call number, what follows in them (None: the id's member); then the id's member,
-# what it adds to the path past the last array, its role and kind.
+# what it adds to the path past the last array, its role and kind, and whether it is required.
 type _Level = tuple[
-    tuple[str, ...], str, frozenset[str] | None, bool, _Level | None, tuple[str, str, Role, str]
+    tuple[str, ...],
+    str,
+    frozenset[str] | None,
+    bool,
+    _Level | None,
+    tuple[str, str, Role, str, bool],
 ]
 
 
 def _plan(branches: list[_Branch], dot: str, numbers: bool) -> _Plan:
     """What ``_walk`` reads of ``branches`` at one object; ``dot``: what a member adds to the
     path before its name there ("" at the root, whose path is empty)."""
-    leaves: list[tuple[str, str, int, Role, str]] = []
+    leaves: list[tuple[str, str, int, Role, str, int | None]] = []
     members: dict[str, list[_Branch]] = {}
     every: list[_Branch] = []
     typed: dict[str, list[_Branch]] = {}
-    for steps, slot, role, kind in branches:
+    for steps, slot, role, kind, lacks in branches:
         step, rest = steps[0], steps[1:]
         if isinstance(step, _Key) and not rest:
-            leaves.append((step.name, dot + step.name, slot, role, kind))
+            leaves.append((step.name, dot + step.name, slot, role, kind, lacks))
         elif isinstance(step, _Key):
-            members.setdefault(step.name, []).append((rest, slot, role, kind))
+            members.setdefault(step.name, []).append((rest, slot, role, kind, lacks))
         elif step.types is None:
-            every.append((rest, slot, role, kind))
+            every.append((rest, slot, role, kind, lacks))
         else:
             for value in step.types:
-                typed.setdefault(value, []).append((rest, slot, role, kind))
+                typed.setdefault(value, []).append((rest, slot, role, kind, lacks))
     inside = tuple((key, dot + key, _plan(rest, ".", numbers)) for key, rest in members.items())
     elements: _Elements | None = None
     if every or typed:
@@ -358,14 +423,16 @@ def _line(position: Position, numbers: bool) -> _Level | None:
     if not levels or chain:
         return None
     line: _Level | None = None
-    leaf = (position.key, f".{position.key}", position.role, position.kind)
+    leaf = (position.key, f".{position.key}", position.role, position.kind, position.required)
     for members, at, types in reversed(levels):
         line = (members, at, types, numbers, line, leaf)
     return line
 
 
-type _Branch = tuple[tuple[_Step, ...], int, Role, str]  # steps left, slot, role, kind
-type _Leaf = tuple[str, int, Role, str]  # an id's member, its position's slot, role, kind
+# steps left, slot, role, kind, the slot of calls lacking an id there (None: not required)
+type _Branch = tuple[tuple[_Step, ...], int, Role, str, int | None]
+# an id's member, its position's slot, role, kind, and the slot of calls lacking an id there
+type _Leaf = tuple[str, int, Role, str, int | None]
 
 
 class Tree(NamedTuple):
@@ -384,30 +451,47 @@ def _tree(branches: list[_Branch]) -> Tree:
     """The ``Tree`` of ``branches``: their leaves, and the rest grouped by their next step."""
     groups: dict[_Step, list[_Branch]] = {}
     leaves: list[_Leaf] = []
-    for steps, slot, role, kind in branches:
+    for steps, slot, role, kind, lacks in branches:
         if len(steps) == 1:
             last = steps[0]
             assert isinstance(last, _Key)
-            leaves.append((last.name, slot, role, kind))
+            leaves.append((last.name, slot, role, kind, lacks))
         else:
-            groups.setdefault(steps[0], []).append((steps[1:], slot, role, kind))
+            groups.setdefault(steps[0], []).append((steps[1:], slot, role, kind, lacks))
     members = tuple(
         (step.name, _tree(rest)) for step, rest in groups.items() if isinstance(step, _Key)
     )
     elements = []
     for step, rest in groups.items():
         if isinstance(step, _Each):
-            # When every step after this one is a member, elements with none of them go no further.
+            # When every step after this one is a member, elements with none of them go no
+            # further (unless a call there lacking its id is to be found).
             names = {steps[0].name for steps, *_ in rest if isinstance(steps[0], _Key)}
-            needs = frozenset(names) if len(names) == len(rest) else None
+            required = any(lacks is not None for *_, lacks in rest)
+            needs = frozenset(names) if len(names) == len(rest) and not required else None
             bare = needs is None and step.types is None  # elements that are not objects go on
             elements.append((step.types, needs, bare, _tree(rest)))
     return Tree(tuple(leaves), members, tuple(elements))
 
 
+def lacking_slots(compiled: tuple[Position, ...]) -> list[int | None]:
+    """The slot of the calls lacking an id at each position (None: not required): after the
+    positions' own, one per required position, in table order."""
+    required = itertools.accumulate(p.required for p in compiled)
+    return [
+        len(compiled) + r - 1 if p.required else None
+        for p, r in zip(compiled, required, strict=True)
+    ]
+
+
 #: The tree of each API and kind of document (``prune`` derives what to keep from it too).
 TREES: Final[dict[tuple[Api, Doc], Tree]] = {
-    key: _tree([(p.steps, slot, p.role, p.kind) for slot, p in enumerate(compiled)])
+    key: _tree(
+        [
+            (p.steps, slot, p.role, p.kind, lacks)
+            for slot, (p, lacks) in enumerate(zip(compiled, lacking_slots(compiled), strict=True))
+        ]
+    )
     for key, compiled in _COMPILED.items()
 }
 
@@ -418,14 +502,22 @@ def numbered(doc: Doc) -> bool:
 
 
 # What ``find_ids`` reads of each API and kind of document: the line of its one position
-# (``_along``) if it has one, its plan (``_walk``), how many positions it has, and the members
-# of the root that number the call (an event's).
+# (``_along``) if it has one, its plan (``_walk``), how many slots its ids fill (one per
+# position, then one per required position: ``lacking_slots``), and the members of the root
+# that number the call (an event's).
 _WALKS: Final[dict[Api, dict[Doc, tuple[_Level | None, _Plan, int, tuple[str, ...]]]]] = {
     api: {
         doc: (
             _line(each[0], numbered(doc)) if len(each) == 1 else None,
-            _plan([(p.steps, n, p.role, p.kind) for n, p in enumerate(each)], "", numbered(doc)),
-            len(each),
+            _plan(
+                [
+                    (p.steps, n, p.role, p.kind, lacks)
+                    for n, (p, lacks) in enumerate(zip(each, lacking_slots(each), strict=True))
+                ],
+                "",
+                numbered(doc),
+            ),
+            len(each) + sum(p.required for p in each),  # the slots
             EVENT_CALL_NUMBERS if doc is Doc.EVENT else (),
         )
         for (of, doc), each in _COMPILED.items()
@@ -436,6 +528,11 @@ _WALKS: Final[dict[Api, dict[Doc, tuple[_Level | None, _Plan, int, tuple[str, ..
 
 
 _PATH_PARTS: Final = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
+
+
+def path_steps(path: str) -> tuple[str | int, ...]:
+    """The steps of a concrete path: member names, and array indices as numbers."""
+    return tuple(int(index) if index else name for index, name in _PATH_PARTS.findall(path))
 
 
 def path_order(path: str) -> tuple[tuple[int, int, str], ...]:

@@ -16,12 +16,16 @@ _VERBS = {
     "encoded": "encoded",
     "kept": "kept (strict host)",
     "mapped": "mapped",
+    "minted": "minted",
+    "cleared": "cleared (a later chunk's other id)",
 }
 _OBSERVED = {
     "restored": "would restore",
     "encoded": "would encode",
     "kept": "would keep (strict host)",
     "mapped": "would map",
+    "minted": "would mint",
+    "cleared": "would clear (a later chunk's other id)",
 }
 _EXAMPLES = 2
 _PLAIN: Final = re.compile(r"[^\s\"'\\\x00-\x1f\x7f-\x9f\ud800-\udfff]+")
@@ -121,8 +125,10 @@ def summary(records: Iterable[Mapping[str, Any]], observe: bool = False) -> str:
     return "; ".join(parts)
 
 
-_ACTIONS: Final = ("restored", "encoded", "kept", "mapped")  # in the order a summary names them
+# the actions, in the order a summary names them
+_ACTIONS: Final = ("restored", "encoded", "minted", "cleared", "kept", "mapped")
 _action = itemgetter("action")
+_GIVEN: Final = ("minted", "cleared")  # a call's id given where it had none usable
 
 
 def _distinct(
@@ -152,6 +158,8 @@ def _pair(record: Mapping[str, Any]) -> str:
     if action == "mapped":
         why = f" ({record['why']})" if record.get("why") else ""  # made printable already
         return f"{client} -> {show(record.get('sent', ''))} for {record.get('rules', '?')}{why}"
+    if action in _GIVEN:  # raw: the JSON text a call held instead of an id ("": none)
+        return f"{raw if record['raw'] else '(no id)'} -> {client if client != '""' else 'null'}"
     pair = f"{raw} -> {client}" if action == "encoded" else f"{client} -> {raw}"
     tagged = use_of(record["client"])  # None at once for an id without a tag
     return f"{pair}, {tagged}" if tagged else pair

@@ -270,8 +270,9 @@ def assign(found: Iterable[Found], api: Api, rule_set: RuleSet) -> list[Sent]:
 
 def _choose(client_id: str, rule: Rule, used: set[str]) -> Sent:
     raw, occurrence = codec.parse(client_id)
-    # Never a tagged id's raw id (wire format v1): a host with rules gets the tagged one.
-    if occurrence == 1 and rule.accepts(raw) and raw not in used:
+    # Never a tagged id's raw id (wire format v1): a host with rules gets the tagged one. Nor
+    # a number or a boolean (a ``codec.JsonText``): every host with rules wants a string.
+    if occurrence == 1 and type(raw) is str and rule.accepts(raw) and raw not in used:
         return Sent(raw, "raw")
     if rule.accepts(client_id) and client_id not in used:
         return Sent(client_id, "client")

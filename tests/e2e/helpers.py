@@ -194,6 +194,22 @@ def check_upstream_got_its_own_ids(
 # ----------------------------------------------------------------------------- SSE
 
 
+def add_chat_chunk(chunk: Any, slots: dict[int, dict[str, Any]]) -> str:
+    """Read one streamed Chat chunk (openai SDK): each tool-call delta's ids (every one it
+    carries), name and arguments added to its call's slot, by index; the text it carries."""
+    text = ""
+    for choice in chunk.choices:
+        text += choice.delta.content or ""
+        for tc in choice.delta.tool_calls or []:
+            slot = slots.setdefault(tc.index, {"ids": [], "name": "", "arguments": ""})
+            if tc.id is not None:
+                slot["ids"].append(tc.id)
+            if tc.function is not None:
+                slot["name"] += tc.function.name or ""
+                slot["arguments"] += tc.function.arguments or ""
+    return text
+
+
 def sse_events(data: bytes) -> list[tuple[str | None, str]]:
     """Parse an SSE stream (WHATWG rules, any line ending) into (event name, data)."""
     events: list[tuple[str | None, str]] = []

@@ -762,18 +762,18 @@ def test_request_body_of_50_mib(
 
 def slow_stream_events(total: int) -> Iterator[tuple[bytes, bytes]]:
     """(upstream bytes, client bytes) of Chat events adding up to ``total`` bytes; every
-    16th event carries a non-conforming id."""
+    16th event starts a call of its own with a non-conforming id."""
     sent = 0
     i = 0
     while sent < total:
         if i % 16 == 0:
             raw = f"functions.slow:{i}"
             event = (
-                b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"%s",'
+                b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":%d,"id":"%s",'
                 b'"function":{"arguments":""}}]}}]}\n\n'
             )
-            upstream_bytes = event % raw.encode()
-            client = event % encode(raw).encode()
+            upstream_bytes = event % (i // 16, raw.encode())
+            client = event % (i // 16, encode(raw).encode())
         else:
             upstream_bytes = client = (
                 b'data: {"choices":[{"index":0,"delta":{"content":"' + b"w" * 900 + b'"}}]}\n\n'

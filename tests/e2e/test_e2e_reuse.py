@@ -23,6 +23,7 @@ from standin.strict import StrictHost
 from .conftest import Mitmdump, MitmdumpPool
 from .helpers import (
     LoopResult,
+    add_chat_chunk,
     chat_turn,
     check_upstream_got_its_own_ids,
     request_id_positions,
@@ -121,15 +122,7 @@ def _chat_loop(client: Any, stream: bool, loop: ToolLoop) -> None:
             text = ""
             slots: dict[int, dict[str, Any]] = {}
             for chunk in client.chat.completions.create(messages=messages, stream=True, **common):
-                for choice in chunk.choices:
-                    text += choice.delta.content or ""
-                    for tc in choice.delta.tool_calls or []:
-                        slot = slots.setdefault(tc.index, {"ids": [], "name": "", "arguments": ""})
-                        if tc.id is not None:
-                            slot["ids"].append(tc.id)
-                        if tc.function is not None:
-                            slot["name"] += tc.function.name or ""
-                            slot["arguments"] += tc.function.arguments or ""
+                text += add_chat_chunk(chunk, slots)
             for index, slot in sorted(slots.items()):
                 assert len(slot["ids"]) == 1, f"call {index} had ids in deltas {slot['ids']!r}"
                 calls.append({"id": slot["ids"][0], **{k: slot[k] for k in ("name", "arguments")}})

@@ -12,7 +12,8 @@
   position's old value and now holds its new one; the parsed output equals the parsed
   input with exactly the positions' values replaced (encode, restore, or kept for strict
   hosts), compared without recursion so deep documents work; and the change records
-  match.
+  match. A call lacking an id its client requires (``Role.LACKS``) is a position too: its
+  edit replaces what it holds, or puts the member in first in its object.
 
 Positions come from ``toolid.positions.find_ids`` (the table is the specification; its
 own tests live in tests/test_positions.py). Everything else here is independent of
@@ -27,9 +28,9 @@ from collections import Counter
 from typing import Any, Final
 
 from toolid import codec
-from toolid.apis import api_from_shape
+from toolid.apis import RECORDS, api_from_shape
 from toolid.body import Direction, Policy, RewriteError, apply, rewrite
-from toolid.positions import DEFINES, Api, Doc, Found, find_ids, path_order
+from toolid.positions import LACKS, REFERS, Api, Doc, Found, find_ids, path_order
 from toolid.rules import assign
 
 FAILED: Final = "failed-open"
@@ -50,29 +51,65 @@ def client_ids(
     profile: codec.Profile,
     taken: frozenset[str] = frozenset(),
     api: Api | None = None,
-) -> dict[tuple[int, str], str]:
+) -> dict[tuple[int, str], str | None]:
     """The client id of every position of one response of ``api``, by (id of holder, key), as
     the spec's "Occurrence tags" section says: calls in order of their number (in a Gemini
     document each definition a call of its own), each the first of encode(raw), tagged(raw,
     2), ... not taken (by the history or an earlier call); a reference gets its call's client
-    id (same number, else the latest call with that raw id, else plain encode)."""
+    id (same number, else the latest call with that raw id, else plain encode).
+
+    As the spec's "Calls with no usable id" says: a numbered call (number, key) keeps the
+    client id its first mention got, whatever a later one holds; a call lacking an id gets
+    its number or boolean encoded (``encode_value``) or, with none or null, a minted id,
+    each the first not taken. Where a call carries its id on its first mention alone (Chat),
+    a later mention's other id, number or boolean is written null (None), and one holding
+    nothing or null keeps it (absent from the answer)."""
     given = set(taken)
+    first_only = api is not None and RECORDS[api].id_on_first_mention
     unit_ids: dict[tuple[Any, ...], str] = {}
+    numbered: dict[tuple[Any, ...], str] = {}
     by_call: dict[tuple[Any, ...], str] = {}
     latest: dict[str, str] = {}
-    out: dict[tuple[int, str], str] = {}
-    definitions = sorted((f for f in found if f.role is DEFINES), key=lambda f: f.call)
+    out: dict[tuple[int, str], str | None] = {}
+
+    def first_free(make: Any) -> str:
+        k = 1
+        while (client := make(k)) in given:
+            k += 1
+        given.add(client)
+        return client
+
+    definitions = sorted((f for f in found if f.role is not REFERS), key=lambda f: f.call)
     for number, f in enumerate(definitions):
+        member = (id(f.holder), f.key)
+        call = (f.call, f.key)
+        if f.role is LACKS:
+            if f.call and call in numbered:
+                if not first_only:
+                    out[member] = numbered[call]
+                elif f.value not in ("", "null"):
+                    out[member] = None
+                continue
+            if f.value in ("", "null"):
+                client = first_free(lambda k: codec.mint(profile, k))
+            else:
+                client = first_free(lambda k, text=f.value: codec.encode_value(text, profile, k))
+            out[member] = client
+            if f.call:
+                numbered[call] = client
+            continue
         unit = (number,) if api is Api.GEMINI else (f.call, f.key, f.value)
+        if unit not in unit_ids and api is not Api.GEMINI and f.call and call in numbered:
+            out[member] = None if first_only else numbered[call]  # the call's other id
+            continue
         if unit not in unit_ids:
-            k = 1
-            while (client := codec.encode(f.value, profile, k)) in given:
-                k += 1
-            given.add(client)
+            client = first_free(lambda k, raw=f.value: codec.encode(raw, profile, k))
             unit_ids[unit] = by_call[(f.call, f.value)] = latest[f.value] = client
-        out[(id(f.holder), f.key)] = unit_ids[unit]
+            if f.call:
+                numbered.setdefault(call, client)
+        out[member] = unit_ids[unit]
     for f in found:
-        if f.role is not DEFINES:
+        if f.role is REFERS:
             out[(id(f.holder), f.key)] = (
                 by_call.get((f.call, f.value))
                 or latest.get(f.value)
@@ -81,13 +118,20 @@ def client_ids(
     return out
 
 
-def new_values(parsed: Any, api: Api, doc: Doc, policy: Policy) -> dict[tuple[int, str], str]:
+def new_values(
+    parsed: Any, api: Api, doc: Doc, policy: Policy
+) -> dict[tuple[int, str], str | None]:
     """The new value of every position of ``parsed`` that must change, by (id of holder,
     key); positions kept as they are (unchanged, or kept for a strict host) are absent."""
     found = find_ids(parsed, api, doc)
     if policy.direction is Direction.ENCODE:
         clients = client_ids(found, policy.profile, api=api)
-        return {m: c for f in found if (c := clients[m := (id(f.holder), f.key)]) != f.value}
+        return {
+            m: c
+            for f in found
+            if (m := (id(f.holder), f.key)) in clients and (c := clients[m]) != f.value
+        }
+    found = [f for f in found if f.role is not LACKS]  # only answers have them
     if policy.rules is not None:
         # Which id each position sends is toolid.rules' job, checked by its own properties
         # (tests/test_rules.py); this oracle checks that the bytes carry exactly those ids.
@@ -108,7 +152,17 @@ def expected_changes(parsed: Any, api: Api, doc: Doc, policy: Policy) -> Counter
         value, member = found.value, (id(found.holder), found.key)
         if policy.direction is Direction.ENCODE:
             if member in new:
-                out[(found.path, value, new[member], "encoded", "", "")] += 1
+                client = new[member]
+                action = (
+                    "cleared"
+                    if client is None
+                    else "minted"
+                    if found.role is LACKS and value in ("", "null")
+                    else "encoded"
+                )
+                out[(found.path, value, client or "", action, "", "")] += 1
+            continue
+        if found.role is LACKS:
             continue
         raw = codec.decode(value)
         if member in new and new[member] != raw:
@@ -181,9 +235,14 @@ def check_rewrite(
     assert api is not None or api_from_shape(before, doc) is used
 
     at = 0
-    for start, end, _ in result.edits:
-        assert at <= start < end <= len(document), result.edits
-        assert document[start] == 0x22 == document[end - 1], (start, end)
+    for start, end, text in result.edits:
+        assert at <= start <= end <= len(document), result.edits
+        if start == end:  # a member put in, first in its object
+            assert document[start - 1] == 0x7B and text.endswith(b","), (start, text)
+        else:  # a literal: a string's, or what a call lacking an id holds
+            assert document[start] == 0x22 == document[end - 1] or not isinstance(
+                parse(document[start:end]), str | list | dict
+            ), (start, end)
         at = end
 
     # Each span is the literal of exactly one position, and of nothing else.
@@ -192,8 +251,8 @@ def check_rewrite(
         apply(
             document,
             [
-                (start, end, json.dumps(s).encode())
-                for (start, end, _), s in zip(result.edits, sentinels, strict=True)
+                (start, end, _sentinel_edit(start, end, text, s))
+                for (start, end, text), s in zip(result.edits, sentinels, strict=True)
             ],
         )
     )
@@ -204,7 +263,7 @@ def check_rewrite(
 
     # Each span held the position's old value and now holds its new one.
     before_ids = find_ids(before, used, doc)
-    old_at = {f.path: f.value for f in before_ids}
+    old_at = {f.path: _held(f) for f in before_ids}
     new_at = {
         f.path: before_new[member]
         for f in before_ids
@@ -212,9 +271,9 @@ def check_rewrite(
     }
     for (start, end, text), sentinel in zip(result.edits, sentinels, strict=True):
         path = at_positions[sentinel]
-        assert parse(document[start:end]) == old_at[path]
+        assert (parse(document[start:end]) if start < end else _MISSING) == old_at[path]
         assert path in new_at, f"edited a position that needed no change: {old_at[path]!r}"
-        assert parse(text) == new_at[path]
+        assert parse(_literal_of_edit(start, end, text)) == new_at[path]
 
     # The parsed output is the parsed input with exactly the positions replaced.
     expected = parse(document)
@@ -226,13 +285,39 @@ def check_rewrite(
     return EDITED
 
 
+_MISSING: Final = object()  # what a missing member holds
+
+
+def _held(found: Found) -> Any:
+    """What a position holds, parsed: a call lacking an id its JSON text's value."""
+    if found.role is not LACKS:
+        return found.value
+    return _MISSING if found.value == "" else json.loads(found.value)
+
+
+def _literal_of_edit(start: int, end: int, text: bytes) -> bytes:
+    """The new literal an edit writes (a member put in: its value's)."""
+    return text[text.index(b":") + 1 : -1] if start == end else text
+
+
+def _sentinel_edit(start: int, end: int, text: bytes, sentinel: str) -> bytes:
+    """An edit writing ``sentinel`` where ``(start, end, text)`` writes its new literal."""
+    literal = json.dumps(sentinel).encode()
+    return text[: text.index(b":") + 1] + literal + b"," if start == end else literal
+
+
 def _replacements(
     parsed: Any, api: Api, doc: Doc, policy: Policy
-) -> list[tuple[dict[str, Any], str, str]]:
+) -> list[tuple[dict[str, Any], str, str | None]]:
     """(holder, key, new value) of each position of ``parsed`` to change, once each."""
     new = new_values(parsed, api, doc, policy)
     members = {(id(f.holder), f.key): f.holder for f in find_ids(parsed, api, doc)}
-    return [(members[m], m[1], value) for m, value in new.items()]
+    return [(members[m], m[1], _parsed(value)) for m, value in new.items()]
+
+
+def _parsed(value: str | None) -> Any:
+    """What a parser reads from a new value written (a ``codec.JsonText`` as its value)."""
+    return json.loads(value) if isinstance(value, codec.JsonText) else value
 
 
 # A \u escape spelling a printable ASCII character ("\u0074id1_", "\u0069d"): the byte-level

@@ -77,4 +77,6 @@ RECORD: Final = ApiRecord(
     elements=(Element("messages", Doc.REQUEST, needs=_MEMBERS),),
     # Azure OpenAI: /openai/deployments/{deployment}/chat/completions
     model_routes=(re.compile(r"/deployments/(?P<model>[^/]+)/"),),
+    ids_required=frozenset({"call"}),
+    id_on_first_mention=True,
 )

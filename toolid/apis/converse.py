@@ -112,4 +112,5 @@ RECORD: Final = ApiRecord(
             r"invoke-with-response-stream|count-tokens)/?$"
         ),
     ),
+    ids_required=frozenset({"call"}),
 )

@@ -112,4 +112,5 @@ RECORD: Final = ApiRecord(
     # (Kimi's, DeepSeek's and GLM's Anthropic endpoints, claude-code-router): a bare claude-*
     # name in a Messages request says nothing of the destination.
     untaken_model_rules=("claude-*",),
+    ids_required=frozenset({"call"}),
 )

@@ -32,11 +32,15 @@ class Role(enum.StrEnum):
     DEFINES = "defines"  # a call's own id (Chat tool_calls[].id, tool_use.id, call_id of a call)
     REFERS = "refers"  # a result's or an event's pointer to a call (tool_call_id, tool_use_id)
     LABELS = "labels"  # not an id: a history element's role or type, which pairing reads
+    # A call whose client requires an id where it has none it can use (the member missing,
+    # null, a number or a boolean): the value's JSON text ("" when missing) stands for its id.
+    LACKS = "lacks"
 
 
 DEFINES: Final = Role.DEFINES
 REFERS: Final = Role.REFERS
 LABELS: Final = Role.LABELS
+LACKS: Final = Role.LACKS
 
 
 class Doc(enum.StrEnum):
@@ -70,8 +74,26 @@ MISSING: Final = "missing-result"
 EMPTY: Final = "empty-id"
 DUPLICATE: Final = "duplicate-call"
 COMPOSITE: Final = "composite-id"
-#: Every pairing code, in the order problems of one position are listed.
-CODES: Final = (ORPHAN, MISSING, EMPTY, DUPLICATE, COMPOSITE)
+# A call of an answer with no id its client can use (``Role.LACKS``): none, or not a string.
+MISSING_ID: Final = "missing-id"
+NOT_A_STRING: Final = "not-a-string"
+#: Every problem code, in the order problems of one position are listed.
+CODES: Final = (ORPHAN, MISSING, EMPTY, DUPLICATE, COMPOSITE, MISSING_ID, NOT_A_STRING)
+
+
+def lacking_code(text: str) -> str:
+    """The code of a call lacking an id (``Role.LACKS``), by the JSON text it holds: none
+    ("") or null is ``missing-id``, a number or a boolean ``not-a-string``."""
+    return MISSING_ID if text in ("", "null") else NOT_A_STRING
+
+
+#: What clients make of a call lacking an id, whatever its API (toolid's words).
+LACKING_TEXTS: Final = {
+    MISSING_ID: "the call has no id, which its clients require: the Vercel AI SDK (OpenCode) "
+    "answers \"Expected 'id' to be a string.\"; toolid gives it one",
+    NOT_A_STRING: "the call's id is {id}, not a string: typed clients reject it, others send "
+    "it back as a string; toolid gives the call a string id and restores {id}",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +180,11 @@ class ApiRecord:
     - ``framings``: how its streamed answers are framed;
     - ``elements``: how an object found anywhere is read as one of its elements;
     - ``untaken_model_rules``: built-in model rules (``rules.MODEL_RULES``) that requests of
-      this API, named by their path, do not take.
+      this API, named by their path, do not take;
+    - ``ids_required``: the kinds of definition whose id its clients require in an answer (a
+      response or a streamed event): a call there with no usable id (missing, null, a number,
+      a boolean) gets one (``Role.LACKS``); ``id_on_first_mention``: in a stream, only a
+      call's first mention must carry it (Chat: the later chunks of a call carry none).
     """
 
     api: Api
@@ -175,6 +201,8 @@ class ApiRecord:
     event_call_number: str | None = None
     calls_by_mention: bool = False
     untaken_model_rules: tuple[str, ...] = ()
+    ids_required: frozenset[str] = frozenset()
+    id_on_first_mention: bool = False
 
 
 def under(prefix: str, relative: tuple[Entry, ...]) -> tuple[Entry, ...]:

@@ -165,4 +165,5 @@ RECORD: Final = ApiRecord(
     ),
     # Azure OpenAI: /openai/deployments/{deployment}/responses
     model_routes=(re.compile(r"/deployments/(?P<model>[^/]+)/"),),
+    ids_required=frozenset({"call_id"}),
 )

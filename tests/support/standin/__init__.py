@@ -17,6 +17,8 @@
   endings, TLS, pauses); ``responders``: building blocks for fault injection.
 - ``agent``: :class:`ReuseUpstream`, the server as one agent's upstream; ``strict``:
   :class:`StrictHost` and :class:`Gateway`, the destinations' id rules as checks.
+- ``unusable_ids``: Chat tool calls with missing, null, numeric, empty or changing ids, and
+  the check that every later request gives them back exactly.
 - ``responses_ws`` (Responses over WebSocket) and ``bedrock`` (SigV4, eventstream) are their
   own servers over the same renderers.
 

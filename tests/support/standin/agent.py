@@ -48,6 +48,9 @@ class ReuseUpstream:
     self-signed certificate for 127.0.0.1 made there; the rest: ``Scenario``'s transport
     options (``writes``, ``framing``, ``newline``, ...)."""
 
+    # the Scenario it serves (a subclass renders answers its own way: ``unusable_ids``)
+    scenario_type: type[Scenario] = Scenario
+
     def __init__(
         self,
         ids: Sequence[str] = ("functions.Glob:0",),
@@ -66,7 +69,7 @@ class ReuseUpstream:
     ) -> None:
         items = list(item_ids) if item_ids is not None else [f"fc_{i}" for i in range(len(ids))]
         self.check = check
-        self.scenario = Scenario(
+        self.scenario = self.scenario_type(
             ids=list(ids),
             item_ids=items,
             names=(name,),
