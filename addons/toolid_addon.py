@@ -135,6 +135,7 @@ class ToolId:
         # Responses over WebSocket (toolid_websocket): each open connection's state (what it
         # takes, the current response), gone when the connection closes.
         self.websocket = "rewrite"
+        self.repair = False
         self.sockets = ResponsesSockets(self.records)
         # toolid_status: /healthz and /metrics on a listener of its own (toolid_status.py)
         self.metrics = self.records.metrics
@@ -196,6 +197,15 @@ class ToolId:
             "rewrite",
             "rewrite: change ids on the wire. observe: only report what would change.",
             choices=MODES,
+        )
+        loader.add_option(
+            "toolid_repair",
+            bool,
+            False,
+            "Repair a request whose history pairs tool calls and results wrongly (missing, "
+            "orphan or misplaced results, duplicate, empty or joined ids) before it is "
+            "forwarded, so that its destination accepts it (docs/pairing.md). Off: the "
+            "problems are named and the request passes as it is.",
         )
         loader.add_option(
             "toolid_max_event_bytes",
@@ -278,6 +288,7 @@ class ToolId:
         self.observe = self.records.observe = ctx.options.toolid_mode == "observe"
         self.max_event_bytes = ctx.options.toolid_max_event_bytes
         self.websocket = ctx.options.toolid_websocket
+        self.repair = self.sockets.repair = ctx.options.toolid_repair
         if "toolid_status" in updated:
             self._listen_status(ctx.options.toolid_status)
 
@@ -462,9 +473,14 @@ class ToolId:
         path = request.path  # decoded by each read
         rule_set, why = self.destinations.for_request(request.host, request.port, path, content)
         result = toolid.rewrite_request(content, path=path, rules=rule_set, profile=self.profile)
-        self._apply(flow, request, "request", headers, result, why=why)
-        self.records.comment(flow)  # a response's comment is written once, by records.finish
         self._check_pairing(flow, result)
+        repaired = self._repair(flow, content, path, result) if self.repair else None
+        if repaired is not None:  # the repaired request, its ids restored as any request's
+            result = toolid.rewrite_request(
+                repaired, path=path, rules=rule_set, profile=self.profile
+            )
+        self._apply(flow, request, "request", headers, result, why=why, new=repaired is not None)
+        self.records.comment(flow)  # a response's comment is written once, by records.finish
         if (
             not self.observe
             and api_from_path(path)
@@ -500,6 +516,37 @@ class ToolId:
         except Exception as exc:  # a bug here must not cost the request
             self.records.problem(flow, f"pairing not checked: unexpected error {exc!r}")
 
+    def _repair(
+        self, flow: http.HTTPFlow, content: bytes, path: str, result: RewrittenRequest
+    ) -> bytes | None:
+        """Repair the pairing problems of the request's history (``toolid_repair``): the
+        repaired body (None: none made, or observing), each repair recorded
+        (``metadata["toolid"]["repairs"]``, the comment) and logged in one line; a request
+        toolid cannot repair with certainty passes as it is, and the log says why."""
+        record = self.records.of(flow)
+        if not record.get("pairing"):
+            return None
+        try:
+            repaired = toolid.repair_request(content, path=path, api=result.api)
+        except Exception as exc:  # a bug here must not cost the request
+            self.records.problem(flow, f"pairing not repaired: unexpected error {exc!r}")
+            return None
+        if repaired.refused:
+            logger.warning(f"toolid: {describe(flow)}: pairing not repaired: {repaired.refused}")
+            record["repair_refused"] = repaired.refused
+            return None
+        if not repaired.repairs:
+            return None
+        record["repairs"] = [repair.record() for repair in repaired.repairs]
+        verb = "would repair" if self.observe else "repaired"
+        count = len(repaired.repairs)
+        lines = [repair.line() for repair in repaired.repairs]
+        logger.info(
+            f"toolid: {describe(flow)}: {verb} {count} pairing problem{'s' if count != 1 else ''}: "
+            + "; ".join(lines)
+        )
+        return None if self.observe else repaired.content
+
     def _rewrite_response(self, flow: http.HTTPFlow, response: http.Response) -> None:
         headers = _MessageHeaders(response.headers)
         content = self._json_body(flow, response, "response", headers)
@@ -517,12 +564,14 @@ class ToolId:
         result: Rewritten,
         *,
         why: str = "",
+        new: bool = False,
     ) -> None:
-        """Record what rewriting a body did, and put the new body in (unless observing)."""
+        """Record what rewriting a body did, and put the new body in (unless observing);
+        ``new``: the body is another than the message's (a repaired request)."""
         for problem in result.problems:
             self.records.problem(flow, problem)
         self.records.note(flow, side, result.changes, why)
-        if not self.observe and result.changed:
+        if not self.observe and (result.changed or new):
             _set_body(message, headers, result.body)
 
     def _json_body(

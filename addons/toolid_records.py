@@ -16,7 +16,7 @@ from typing import Any
 
 from mitmproxy import http
 from toolid_status import Metrics
-from toolid_view import pairing_lines
+from toolid_view import pairing_lines, repair_lines
 
 from toolid import Change, report
 
@@ -95,14 +95,17 @@ class FlowRecords:
             return
         requests, responses = record.get("request", ()), record.get("response", ())
         pairing = record.get("pairing", ())
-        if not (requests or responses or pairing):
+        repairs = record.get("repairs", ())
+        if not (requests or responses or pairing or repairs):
             return
         omitted = record.get("request_omitted", 0) + record.get("response_omitted", 0)
-        summarised = (len(requests), len(responses), omitted, len(pairing))
+        summarised = (len(requests), len(responses), omitted, len(pairing) + len(repairs))
         if self._summarised.get(flow) == summarised:
             return  # nothing recorded since the comment was written
         self._summarised[flow] = summarised
         lines = [f"toolid pairing: {line}" for line in pairing_lines(record)] if pairing else []
+        verb = "toolid would repair" if record["observe"] else "toolid repaired"
+        lines += [f"{verb}: {line}" for line in repair_lines(record)] if repairs else []
         if requests or responses:
             records = [*requests, *responses] if requests and responses else requests or responses
             observe = record["observe"]

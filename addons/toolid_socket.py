@@ -34,6 +34,7 @@ class ResponsesSockets:
 
     def __init__(self, records: FlowRecords) -> None:
         self.records = records
+        self.repair = False  # toolid_repair: a client message's history repaired first
         self._sockets: weakref.WeakKeyDictionary[http.HTTPFlow, _Socket] = (
             weakref.WeakKeyDictionary()
         )
@@ -109,7 +110,11 @@ class ResponsesSockets:
         result: Rewritten
         if message.from_client:
             side = "request"
+            if self.repair:
+                content = self._repaired(flow, content, number)
             result = connection.client_message(content)
+            if content is not message.content and not records.observe:
+                message.content = content  # repaired, whatever restoring changes
         else:
             side = "response"
             result = connection.server_message(content)
@@ -126,6 +131,26 @@ class ResponsesSockets:
                 message.content = result.body
         if not message.from_client and connection.ended:
             self._end_response(flow, socket)
+
+    def _repaired(self, flow: http.HTTPFlow, content: bytes, number: int) -> bytes:
+        """A client message with its history's pairing repaired (``toolid_repair``), each
+        repair recorded (``metadata["toolid"]["repairs"]``, with the message's number) and
+        logged; as it came when there is nothing to repair, or observing."""
+        repaired = toolid.repair_request(content, api=toolid.Api.RESPONSES)
+        if repaired.refused:
+            logger.warning(
+                f"toolid: {describe(flow)}: message {number}: pairing not repaired: "
+                + repaired.refused
+            )
+        if not repaired.repairs:
+            return content
+        records = self.records.of(flow).setdefault("repairs", [])
+        records.extend({**repair.record(), "message": number} for repair in repaired.repairs)
+        verb = "would repair" if self.records.observe else "repaired"
+        lines = "; ".join(repair.line() for repair in repaired.repairs)
+        logger.info(f"toolid: {describe(flow)}: message {number}: {verb}: {lines}")
+        self.records.comment(flow)
+        return content if self.records.observe else repaired.content
 
     def _end_response(self, flow: http.HTTPFlow, socket: _Socket) -> None:
         """A response on the connection ended (or the connection did): its log line, and the

@@ -43,7 +43,9 @@ class ToolIdView(contentviews.Contentview):
         api = api_of(flow) if flow else None
         kind = annotate.body_kind(data, metadata.content_type)
         record = flow.metadata.get("toolid") if flow else None
-        marks = pairing_marks(record) if side == "request" and isinstance(record, dict) else {}
+        marks: dict[str, str] = {}
+        if side == "request" and isinstance(record, dict):
+            marks = repair_marks(record) if _repaired(record) else pairing_marks(record)
         text = annotate.annotate(data, side, api, kind=kind, profile=_profile(), marks=marks)
         notes = _flow_notes(flow, side) if flow else []
         return "\n".join([*notes, text])
@@ -137,6 +139,9 @@ def _flow_notes(flow: http.HTTPFlow, side: annotate.Side) -> list[str]:
     if lines and side == "response":
         notes.append("# toolid: the request's history has pairing problems (see the request):")
     notes.extend(f"# toolid pairing: {line}" for line in lines)
+    if side == "request":
+        verb = "would repair" if record.get("observe") else "repaired"
+        notes.extend(f"# toolid {verb}: {line}" for line in repair_lines(record))
     return notes
 
 
@@ -150,6 +155,36 @@ def pairing_lines(record: Mapping[str, Any]) -> list[str]:
         for problem in problems
         if isinstance(problem, dict) and isinstance(problem.get("line"), str)
     ]
+
+
+def repair_lines(record: Mapping[str, Any]) -> list[str]:
+    """The lines naming the repairs toolid made (or, observing, would make) to a flow's
+    request (``toolid_repair``)."""
+    repairs = record.get("repairs")
+    if not isinstance(repairs, list):
+        return []
+    return [
+        f"{repair.get('code')} {report.show(str(repair.get('id')))} at {repair.get('path')}: "
+        f"{repair.get('done')} {repair.get('detail')}"
+        for repair in repairs
+        if isinstance(repair, dict)
+    ]
+
+
+def _repaired(record: Mapping[str, Any]) -> bool:
+    """Whether the request on the wire is the repaired one (its paths are no longer the
+    problems')."""
+    return bool(record.get("repairs")) and not record.get("observe")
+
+
+def repair_marks(record: Mapping[str, Any]) -> dict[str, str]:
+    """Path -> note for what the repairs of a flow's request put in, moved or renamed (paths
+    of the repaired request, as sent)."""
+    marks: dict[str, list[str]] = {}
+    for repair in record.get("repairs") or ():
+        if isinstance(repair, dict) and isinstance(repair.get("at"), str) and repair["at"]:
+            marks.setdefault(repair["at"], []).append(f"{repair.get('code')} {repair.get('done')}")
+    return {path: f"✎ repaired: {'; '.join(done)}" for path, done in marks.items()}
 
 
 def pairing_marks(record: Mapping[str, Any]) -> dict[str, str]:

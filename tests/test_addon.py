@@ -22,9 +22,10 @@ from mitmproxy.test import taddons, tflow
 from addons import toolid_addon
 from addons.toolid_addon import DRAIN_EVERY, MARK_CHANGED, MARK_PROBLEM, ToolId
 from addons.toolid_records import LOG_EVERY, MAX_RECORDS, describe
-from toolid import Taken, encode
+from toolid import Taken, encode, pairing
 from toolid import body as body_module
 from toolid import rewrite as rewrite_module
+from toolid.positions import Api
 from toolid.stream import StreamRewriter
 
 RAW = "functions.get_weather:0"
@@ -1105,6 +1106,56 @@ def test_pairing_alone_comments_and_keeps_the_bytes(addon):
     lines = flow.comment.splitlines()
     assert lines[0].startswith("toolid: 1 encoded")
     assert [line.split()[2] for line in lines[1:]] == ["missing-result", "orphan-result"]
+
+
+def test_repair_makes_a_broken_history_valid_and_records_it(addon, caplog):
+    """toolid_repair=true: the missing result put in, the orphan kept as text, the ids
+    restored as always; each repair in the metadata, the comment and one log line."""
+    toolid, tctx = addon
+    tctx.configure(toolid, toolid_repair=True)
+    flow = request_flow(broken_chat_request())
+    with caplog.at_level(logging.INFO):
+        toolid.request(flow)
+    sent = json.loads(flow.request.content)
+    assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "tool", "user", "user"]
+    assert sent["messages"][1]["tool_calls"][0]["id"] == RAW  # restored
+    assert sent["messages"][2]["tool_call_id"] == RAW
+    assert "No result was recorded" in sent["messages"][2]["content"]
+    assert sent["messages"][4]["content"].startswith("[The tool result below answered")
+    assert pairing.check(sent, Api.CHAT) == []
+    record = flow.metadata["toolid"]
+    assert [(r["action"], r["code"], r["done"]) for r in record["repairs"]] == [
+        ("repaired", "missing-result", "inserted"),
+        ("repaired", "orphan-result", "kept as text"),
+    ]
+    assert [line.split(":")[0] for line in flow.comment.splitlines()[-2:]] == [
+        "toolid repaired",
+        "toolid repaired",
+    ]
+    infos = [
+        r.getMessage() for r in caplog.records if "repaired 2 pairing problems" in r.getMessage()
+    ]
+    assert len(infos) == 1
+
+
+def test_repair_observed_changes_nothing(addon):
+    toolid, tctx = addon
+    tctx.configure(toolid, toolid_repair=True, toolid_mode="observe")
+    original = broken_chat_request()
+    flow = request_flow(original)
+    toolid.request(flow)
+    assert flow.request.content == original
+    assert len(flow.metadata["toolid"]["repairs"]) == 2
+    assert "toolid would repair: missing-result" in flow.comment
+
+
+def test_repair_off_by_default(addon):
+    toolid, _ = addon
+    original = broken_chat_request("call_safe")
+    flow = request_flow(original)
+    toolid.request(flow)
+    assert flow.request.content == original
+    assert "repairs" not in flow.metadata["toolid"]
 
 
 def test_a_clean_history_stays_silent(addon, caplog):

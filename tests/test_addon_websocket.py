@@ -308,3 +308,39 @@ def test_a_responses_log_line_is_bounded(addon, caplog):
     (line,) = [r.getMessage() for r in caplog.records if "WebSocket response" in r.getMessage()]
     assert "2 encoded" in line and "(+1 more)" in line
     assert len(flow.metadata["toolid"]["response"]) == 2
+
+
+def test_a_client_message_with_broken_pairing_is_repaired(addon, caplog):
+    """toolid_repair=true: a full-history frame whose call has no output gets one, before
+    its ids are restored; the repair recorded with the message's number and logged."""
+    toolid, tctx = addon
+    tctx.configure(toolid, toolid_repair=True)
+    flow = ws_flow(toolid)
+    call = {"type": "function_call", "id": "fc_1", "call_id": KIMI_1, "name": "f"}
+    answer = {"type": "message", "role": "assistant", "content": []}
+    frame = create([USER, call, USER, answer, USER])
+    with caplog.at_level(logging.INFO):
+        sent = send(toolid, flow, frame, from_client=True)
+    items = json.loads(sent.content)["input"]
+    assert [item.get("type") for item in items] == [
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+        "message",
+        "message",
+    ]
+    assert items[1]["call_id"] == items[2]["call_id"] == KIMI  # restored
+    assert [(r["code"], r["done"], r["message"]) for r in flow.metadata["toolid"]["repairs"]] == [
+        ("missing-result", "inserted", 1)
+    ]
+    assert any("message 1: repaired: missing-result" in r.getMessage() for r in caplog.records)
+
+
+def test_a_client_message_is_not_repaired_by_default(addon):
+    toolid, _ = addon
+    flow = ws_flow(toolid)
+    call = {"type": "function_call", "id": "fc_1", "call_id": "call_ok", "name": "f"}
+    answer = {"type": "message", "role": "assistant", "content": []}
+    frame = create([USER, call, USER, answer, USER])
+    assert send(toolid, flow, frame, from_client=True).content == frame

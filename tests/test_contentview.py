@@ -12,7 +12,7 @@ from mitmproxy.test import taddons, tflow
 from toolid_view import VIEW_PRIORITY, ToolIdView
 
 from addons.toolid_addon import ToolId
-from toolid import annotate, encode
+from toolid import annotate, encode, repair_request
 from toolid.apis import RECORDS
 from toolid.positions import Api
 
@@ -423,3 +423,28 @@ def test_calls_lacking_an_id_are_annotated(tctx):
     assert opening.endswith('⚠ missing-id: no "id", which clients require ⟶ toolid mints one')
     assert line_with(text, '"id": null').endswith("⚠ missing-id: null ⟶ toolid mints one")
     assert line_with(text, '"id": 7').endswith("⚠ not-a-string: 7 ⟶ client tid1_-j7")
+
+
+def test_a_repaired_request_shows_each_repair(tctx):
+    """The request as sent (repaired): each repair above it, and marked where it is."""
+    broken = {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "tool_calls": [{"id": "call_a", "type": "function"}]},
+            {"role": "user", "content": "and?"},
+        ],
+    }
+    repaired = repair_request(json.dumps(broken).encode(), path="/v1/chat/completions")
+    flow = http_flow("request", repaired.content, path="/v1/chat/completions")
+    flow.metadata["toolid"] = {
+        "observe": False,
+        "repairs": [repair.record() for repair in repaired.repairs],
+    }
+    text = render(flow, "request").text
+    assert text.splitlines()[0].startswith(
+        "# toolid repaired: missing-result call_a at messages[1].tool_calls[0].id: inserted"
+    )
+    lines = text.splitlines()
+    result = next(n for n, line in enumerate(lines) if line.startswith('      "tool_call_id"'))
+    assert lines[result - 2] == "    {  # ✎ repaired: missing-result inserted"

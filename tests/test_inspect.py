@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mitmproxy import io as mitmproxy_io
@@ -20,6 +21,7 @@ from addons.toolid_addon import ToolId
 from toolid import annotate, encode, pairing
 from toolid.cli import main
 from toolid.inspect import InspectError, detect, scan
+from toolid.positions import Api
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
@@ -894,3 +896,82 @@ def test_a_chat_stream_names_a_call_lacking_its_id_on_its_first_chunk_only(capsy
     assert [row[:2] for row in full_rows(table)] == [["event", "1"]]  # not event 2
     assert problem_columns(table) == ["missing-id"]
     assert client_columns(table) == [("tid1_-n", "")]
+
+
+# --- --repair ---------------------------------------------------------------------------------
+
+
+def _broken_history(tmp_path: Path, *messages: dict[str, Any]) -> Path:
+    """A Chat request whose history is ``messages``, in a file."""
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps({"model": "m", "messages": list(messages)}))
+    return path
+
+
+GO = {"role": "user", "content": "go"}
+ORPHAN_RESULT = {"role": "tool", "tool_call_id": "zzz", "content": "r"}
+
+
+def test_repair_prints_each_repair_and_the_repaired_body(capsys, tmp_path):
+    call = {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function"}]}
+    path = _broken_history(tmp_path, GO, call, {"role": "user", "content": "and?"}, ORPHAN_RESULT)
+    code, _, _ = inspect(capsys, "--repair", str(path))
+    assert code == 1  # the file as it is
+    status = main(["inspect", "--repair", str(path)])
+    out = capsys.readouterr().out.splitlines()
+    assert status == 1
+    start = out.index("body: repaired:")
+    assert out[start + 1].startswith(
+        "  missing-result c1 at messages[1].tool_calls[0].id: inserted"
+    )
+    assert (
+        out[start + 2]
+        == "  orphan-result zzz at messages[3].tool_call_id: kept as text messages[3]"
+    )
+    repaired = json.loads(out[start + 3])
+    assert [m["role"] for m in repaired["messages"]] == [
+        "user",
+        "assistant",
+        "tool",
+        "user",
+        "user",
+    ]
+    assert pairing.check(repaired, Api.CHAT) == []
+
+
+def test_repair_as_json(capsys, tmp_path):
+    path = _broken_history(tmp_path, GO, ORPHAN_RESULT)
+    main(["inspect", "--repair", "--json", str(path)])
+    out = json.loads(capsys.readouterr().out)
+    assert [row["path"] for row in out["ids"]] == ["messages[1].tool_call_id"]
+    [one] = out["repaired"]
+    assert (one["where"], one["refused"]) == ("body", "")
+    assert [r["done"] for r in one["repairs"]] == ["kept as text"]
+    assert json.loads(one["body"])["messages"][1]["role"] == "user"
+
+
+def test_repair_of_a_clean_request_prints_nothing_more(capsys):
+    main(["inspect", "--repair", str(DATA / "chat_request.json")])
+    assert "repaired" not in capsys.readouterr().out
+
+
+def test_repair_of_a_transcript_keeps_one_message_per_line(capsys, tmp_path):
+    """A JSONL transcript of one API's messages is repaired as one history; every line not
+    repaired comes out as it was."""
+    lines = [
+        '{"role": "user", "content": "go"}',
+        '{"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_a", "name": "f"}]}',
+        '{"role": "user", "content": "interrupted"}',
+        '{"role": "assistant", "content": "ok"}',
+    ]
+    path = tmp_path / "session.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    main(["inspect", "--repair", str(path)])
+    out = capsys.readouterr().out.splitlines()
+    start = out.index("transcript: repaired:")
+    assert out[start + 1].startswith("  missing-result toolu_a at messages[1].content[0].id")
+    repaired = out[start + 2 :]
+    assert [repaired[0], repaired[1], repaired[3]] == [lines[0], lines[1], lines[3]]
+    assert json.loads(repaired[2])["content"][0]["tool_use_id"] == "toolu_a"
+    history = {"messages": [json.loads(line) for line in repaired]}
+    assert pairing.check(history, Api.MESSAGES) == []

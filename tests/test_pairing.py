@@ -17,7 +17,16 @@ import toolid
 from toolid import encode, pairing
 from toolid.apis.record import LACKING_TEXTS
 from toolid.locate import locate
-from toolid.pairing import COMPOSITE, DUPLICATE, EMPTY, MISSING, ORPHAN, Problem, check
+from toolid.pairing import (
+    COMPOSITE,
+    DUPLICATE,
+    EMPTY,
+    MISPLACED,
+    MISSING,
+    ORPHAN,
+    Problem,
+    check,
+)
 from toolid.positions import (
     DEFINES,
     REFERS,
@@ -600,3 +609,78 @@ def elements_of(document: dict[str, Any], api: Api) -> list[pairing.Element]:
         pairing.Element(pairing.kind_of(item), ids.get(number, []))
         for number, item in enumerate(items)
     ]
+
+
+# --- results not where the API wants them ------------------------------------------------------
+
+TOOL_USE = {"type": "tool_use", "id": "toolu_a", "name": "f", "input": {}}
+TOOL_RESULT = {"type": "tool_result", "tool_use_id": "toolu_a", "content": "r"}
+
+
+def test_messages_results_only_in_the_message_right_after():
+    """Anthropic: a tool_result not in the message right after its tool_use (a message came
+    between) is misplaced: Anthropic answers with its missing-result text."""
+    document = {
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [TOOL_USE]},
+            {"role": "user", "content": "interrupted"},
+            {"role": "user", "content": [TOOL_RESULT]},
+        ]
+    }
+    problems = check(document, MESSAGES)
+    assert codes(problems) == [(MISPLACED, "messages[3].content[0].tool_use_id", "toolu_a")]
+    assert problems[0].message.startswith(
+        "messages.3: `tool_use` ids were found without `tool_result` blocks immediately after"
+    )
+
+
+def test_messages_results_come_first_in_their_message():
+    document = {
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [TOOL_USE]},
+            {"role": "user", "content": [{"type": "text", "text": "note"}, TOOL_RESULT]},
+        ]
+    }
+    assert codes(check(document, MESSAGES)) == [
+        (MISPLACED, "messages[2].content[1].tool_use_id", "toolu_a")
+    ]
+    document["messages"][2]["content"].reverse()
+    assert check(document, MESSAGES) == []
+
+
+def test_messages_a_call_answered_in_no_next_message_is_missing():
+    """A call followed by a message that holds no result (and more after it) is missing."""
+    document = {
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [TOOL_USE]},
+            {"role": "user", "content": "never mind"},
+        ]
+    }
+    assert codes(check(document, MESSAGES)) == [(MISSING, "messages[1].content[0].id", "toolu_a")]
+
+
+def test_an_output_before_its_call_is_misplaced():
+    document = {
+        "input": [
+            {"role": "user", "content": "go"},
+            {"type": "function_call_output", "call_id": "call_1", "output": "r"},
+            {"type": "function_call", "id": "fc_1", "call_id": "call_1"},
+            {"role": "user", "content": "next"},
+        ]
+    }
+    assert codes(check(document, RESPONSES)) == [(MISPLACED, "input[1].call_id", "call_1")]
+
+
+def test_a_chat_result_after_the_next_user_message_is_misplaced():
+    document = {
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "tool_calls": [{"id": "call_a"}]},
+            {"role": "user", "content": "and?"},
+            {"role": "tool", "tool_call_id": "call_a"},
+        ]
+    }
+    assert codes(check(document, CHAT)) == [(MISPLACED, "messages[3].tool_call_id", "call_a")]

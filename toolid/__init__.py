@@ -35,6 +35,7 @@ from toolid.destination import (
 from toolid.occurrence import Taken
 from toolid.pairing import check_request as check_pairing
 from toolid.positions import Api
+from toolid.repair import Repair, Repaired, repair_request
 from toolid.rewrite import (
     Framing,
     ResponseStream,
@@ -63,6 +64,8 @@ __all__ = [
     "HostRule",
     "ModelRule",
     "Profile",
+    "Repair",
+    "Repaired",
     "ResponseStream",
     "ResponsesConnection",
     "Rewritten",
@@ -78,6 +81,7 @@ __all__ = [
     "parse_host_rules",
     "parse_model_rules",
     "passes",
+    "repair_request",
     "rewrite_request",
     "rewrite_response",
     "streamed_route",

@@ -26,7 +26,18 @@ from typing import Any, Final, Literal
 from toolid import codec
 from toolid.apis import RECORDS, api_from_shape, apis_framed_as
 from toolid.apis.record import Element, lacking_code
-from toolid.positions import DEFINES, LACKS, Api, Call, Doc, Found, Role, find_ids, path_order
+from toolid.positions import (
+    DEFINES,
+    LACKS,
+    Api,
+    Call,
+    Doc,
+    Found,
+    Role,
+    find_ids,
+    path_order,
+    path_steps,
+)
 from toolid.report import show, use_of
 from toolid.sse import EventFramer
 
@@ -404,11 +415,29 @@ def _annotate_json(
     found = list(find_ids(document, api, doc)) if api else []
     lines = [_header(api, side, found)]
     notes = _notes(found, profile)
+    marked = set()
     for f in found:
         if f.path in marks:
             notes[(id(f.holder), f.key)] += f" · {marks[f.path]}"
+            marked.add(f.path)
+    for path, mark in marks.items():  # an object's (a message, a block): on its "{" line
+        node = _object_at(document, path) if path not in marked else None
+        if node is not None:
+            key = (id(node), "")
+            notes[key] = f"{notes[key]} · {mark}" if key in notes else mark
     _pretty(document, notes, 0, lines, "")
     return "\n".join(lines)
+
+
+def _object_at(document: Any, path: str) -> dict[str, Any] | None:
+    """The object at ``path`` (``messages[2].content[0]``) in ``document``, or None."""
+    node = document
+    try:
+        for step in path_steps(path):
+            node = node[step]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return node if isinstance(node, dict) else None
 
 
 def _annotate_stream(data: bytes, api: Api | None, profile: codec.Profile) -> str:

@@ -120,6 +120,7 @@ def _run_inspect(args: argparse.Namespace) -> int:
         stdout=sys.stdout,
         stderr=sys.stderr,
         json_output=args.json,
+        repair=args.repair,
     )
 
 
@@ -140,6 +141,13 @@ def _add_inspect(subparsers: Subparsers) -> None:
         "--json",
         action="store_true",
         help="print a JSON array with one object per id position instead of the table",
+    )
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="also print FILE with its history's pairing problems repaired, as toolid_repair=true "
+        "sends it, and each repair: a JSON request body or a JSONL file of them (each line), or "
+        "a transcript (a JSON array or JSONL file of one API's messages)",
     )
     p.add_argument(
         "--format",

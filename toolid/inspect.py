@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Final, Literal, TextIO, get_args
 from urllib.parse import urlsplit
 
-from toolid import annotate, codec, pairing, report
+from toolid import annotate, codec, jsonparse, pairing, report
 from toolid.annotate import Side, Sighting
 from toolid.apis import api_from_path, api_from_shape
 from toolid.apis.record import lacking_code
@@ -39,7 +39,9 @@ from toolid.positions import (
     history_members,
     path_order,
 )
+from toolid.repair import Repaired, repair_request
 from toolid.trace import Exchange, exchange_of
+from toolid.value_spans import element_spans
 
 Format = Literal["json", "jsonl", "sse", "har", "flows"]
 FORMATS: Final[tuple[Format, ...]] = get_args(Format)
@@ -676,28 +678,108 @@ def run(
     stdout: TextIO,
     stderr: TextIO,
     json_output: bool = False,
+    repair: bool = False,
 ) -> int:
     """Inspect ``source``, print the table and a summary (or, with ``json_output``, a JSON
-    array of one object per id); return the exit status."""
+    array of one object per id); with ``repair``, each request in it repaired too
+    (``repaired_lines``). Return the exit status (of ``source`` as it is)."""
     name = "stdin" if source == "-" else source
     try:
         data = read_source(source, stdin)
         fmt = fmt or detect(data)
         rows = scan(data, fmt)
+        repaired = repaired_requests(data, fmt) if repair else []
     except InspectError as exc:
         stderr.write(f"toolid inspect: {name}: {_one_line(str(exc))}\n")
         return EXIT_UNREADABLE
     assessed = assess(rows)
     if json_output:
         # ASCII escapes: lone surrogates in crafted ids still make valid output
-        lines = [json.dumps(as_json(assessed), indent=2)]
+        ids = as_json(assessed)
+        lines = [json.dumps({"ids": ids, "repaired": repaired} if repair else ids, indent=2)]
     else:
         lines = [*(table(assessed) if rows else []), summary(assessed), *pairing_summary(assessed)]
+        lines += repaired_lines(repaired)
     encoding = getattr(stdout, "encoding", None) or "utf-8"
     for line in lines:
         stdout.write(line.encode(encoding, "backslashreplace").decode(encoding) + "\n")
     stdout.flush()
     return exit_code(assessed)
+
+
+def repaired_requests(data: bytes, fmt: Format) -> list[dict[str, Any]]:
+    """What ``toolid.repair`` makes of ``data``: a JSON request body, a JSONL file of them
+    (each line repaired), or a transcript, a JSON array or JSONL file of messages (or items)
+    of one API, repaired as one history. For each one repaired (or refused): where it is,
+    its repairs, why it was not repaired, and the repaired text (a transcript's one message
+    per line, or a JSON array)."""
+    data = data.removeprefix(_BOM)
+    if fmt == "json":
+        document = _parse(data, "not valid JSON")
+        if isinstance(document, list):
+            spans = element_spans(data, "") or []
+            return _repaired_transcript([data[start:end] for start, end in spans], "array")
+        return _repaired_body("body", data)
+    if fmt != "jsonl":
+        raise InspectError("--repair reads a JSON body or transcript, or a JSONL file of them")
+    lines = [(number, line) for number, line in enumerate(data.splitlines(), 1) if line.strip()]
+    if all(_history_api(_parse(line, f"line {n}: not valid JSON")) for n, line in lines):
+        return [one for n, line in lines for one in _repaired_body(f"line {n}", line)]
+    return _repaired_transcript([line.strip() for _, line in lines], "lines")
+
+
+def _repaired_body(where: str, content: bytes) -> list[dict[str, Any]]:
+    fixed = repair_request(content)
+    if not (fixed.repairs or fixed.refused):
+        return []
+    body = fixed.content.decode("utf-8", "replace")
+    return [
+        {"where": where, "repairs": _repair_records(fixed), "refused": fixed.refused, "body": body}
+    ]
+
+
+def _repaired_transcript(
+    elements: list[bytes], form: Literal["array", "lines"]
+) -> list[dict[str, Any]]:
+    """A transcript whose every element is a message (or item) of one API (the first whose
+    positions find ids in it), repaired as that API's request history."""
+    for api in Api:
+        member = history_members(api)[0]
+        content = b'{"' + member.encode() + b'":[' + b",".join(elements) + b"]}"
+        if "." in member or not find_ids(jsonparse.loads(content), api, Doc.REQUEST):
+            continue
+        fixed = repair_request(content, api=api)
+        if not (fixed.repairs or fixed.refused):
+            return []
+        spans = element_spans(fixed.content, member) or []
+        new = [fixed.content[start:end].decode("utf-8", "replace") for start, end in spans]
+        body = "\n".join(new) if form == "lines" else "[" + ",".join(new) + "]"
+        records = _repair_records(fixed)
+        return [{"where": "transcript", "repairs": records, "refused": fixed.refused, "body": body}]
+    return []
+
+
+def _repair_records(fixed: Repaired) -> list[dict[str, str]]:
+    return [repair.record() for repair in fixed.repairs]
+
+
+def repaired_lines(repaired: list[dict[str, Any]]) -> list[str]:
+    """What ``repaired_requests`` found, for people: per request its repairs (or why it was not
+    repaired) and the repaired body."""
+    if not repaired:
+        return []
+    lines = []
+    for one in repaired:
+        if one["refused"]:
+            lines.append(f"{one['where']}: not repaired: {one['refused']}")
+            continue
+        lines.append(f"{one['where']}: repaired:")
+        lines.extend(
+            f"  {r['code']} {report.show(r['id'])} at {r['path']}: {r['done']} {r['detail']}"
+            for r in one["repairs"]
+        )
+        lines.append(one["body"])
+    return lines
 
 
 def _one_line(text: str) -> str:

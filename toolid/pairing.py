@@ -6,9 +6,12 @@ terse text ("No tool call found for function call output with call_id ..."). ``c
 names each such problem before the upstream does, with a stable code, its position, its id
 and the text the destination answers:
 
-- ``orphan-result``: a result whose id no earlier call of the history defines;
+- ``orphan-result``: a result whose id no call of the history defines;
 - ``missing-result``: a call with no result before its turn is over (the next turn that
-  closes it, see ``History``); a call in the last turn of the history is not a problem;
+  closes it, see ``History``); a call in the last turn of the history is not a problem,
+  unless results of that turn have come;
+- ``misplaced-result``: a result whose call is there, but that is not where its API wants it:
+  before the call, past its turn, or after another block of its message;
 - ``empty-id``: an empty id at any position;
 - ``duplicate-call``: an id an earlier call already defined (at each later call);
 - ``composite-id``: an id holding ``|``, a newline or other whitespace (a call id and an
@@ -20,7 +23,8 @@ each element a turn or part of one, known by its ``role`` (else its ``type``). W
 per API is data (``HISTORIES``): which positions are results and which calls need one, which
 elements close a call's turn, the destination's texts. Ids are compared as the client sends
 them, except that toolid's own encoded ids (untagged) stand for the raw id inside: restored,
-``tid1_x`` and ``x`` are one id. Nothing here changes a document: toolid never adds or drops a call.
+``tid1_x`` and ``x`` are one id. Nothing here changes a document (``toolid.repair`` repairs
+one, where the user asks).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from toolid.apis.record import (
     DUPLICATE,
     EMPTY,
     LACKING_TEXTS,
+    MISPLACED,
     MISSING,
     MISSING_ID,
     NOT_A_STRING,
@@ -68,6 +73,7 @@ __all__ = [
     "DUPLICATE",
     "EMPTY",
     "HISTORIES",
+    "MISPLACED",
     "MISSING",
     "MISSING_ID",
     "NOT_A_STRING",
@@ -390,6 +396,21 @@ def history_of(document: Any, api: Api) -> tuple[str, list[Any]]:
     return "", []
 
 
+def elements_of(document: Any, api: Api) -> tuple[str, list[Element]]:
+    """Where a request document holds its history (``history_of``), and its elements, each
+    with its kind and the ids in it, at their paths in ``document`` (``check_history``)."""
+    member, items = history_of(document, api)
+    found = [one for one in find_ids(document, api, Doc.REQUEST) if _in_member(one.path, member)]
+    numbers = _element_numbers([one.path for one in found], member) or []
+    ids: dict[int, list[Found]] = {}
+    for number, one in zip(numbers, found, strict=True):
+        ids.setdefault(number, []).append(one)
+    elsewhere = any(document.get(name) for name in HISTORIES[api].elsewhere)
+    return member, [
+        Element(kind_of(item), ids.get(number, []), elsewhere) for number, item in enumerate(items)
+    ]
+
+
 def _in_member(path: str, member: str) -> bool:
     """Whether ``path`` is inside the request member ``member`` (``contents[2]...``)."""
     return path.startswith(member) and path[len(member) : len(member) + 1] in ("[", ".")
@@ -420,13 +441,20 @@ def _check(
     included). Of each kind, definitions come in document order (as ``find_ids`` gives
     them, or element by element)."""
     spec = HISTORIES[api]
+    if spec.next_only and kinds and kinds[-1] is None:
+        # Read as ``_check_located`` reads labels: up to the last element with a kind or an id
+        # (the elements after it close no turn, but with ``next_only`` their number would).
+        last = max((n for n, kind in enumerate(kinds) if kind is not None), default=-1)
+        kinds = kinds[: max(last, *numbers, -1) + 1]
     values = [f.value for f in ids]
     plain = all(values) and _plain("".join(values))  # then no id is empty or composite
-    ends = _turn_ends(kinds, spec)
-    if plain and _answered_in_order(numbers, ids, values, ends, api):
+    ends = turn_ends(kinds, spec)
+    late = _after_other_blocks(numbers, ids, spec) if spec.results_first else _NONE_LATE
+    if plain and not late and _answered_in_order(numbers, ids, values, ends, api):
         return []
     flagged: list[tuple[int, str, Found]] = []  # (element, code, id), a Problem made of each
     first: dict[tuple[str, str], int] = {}  # (kind, key) -> the element of its first call
+    again: dict[tuple[str, str], list[int]] = {}  # (kind, key) -> the elements of later ones
     calls: list[tuple[int, Found, tuple[str, str]]] = []
     references: list[tuple[int, Found, tuple[str, str]]] = []
     results, needs, types = spec.results, spec.calls, spec.call_types
@@ -445,25 +473,60 @@ def _check(
                 references.append((number, at, pair))
         elif pair in first:
             flagged.append((number, DUPLICATE, at))
+            again.setdefault(pair, []).append(number)
         else:
             first[pair] = number
             if (kind, at.key) in needs and (types is None or at.holder.get("type") in types):
                 calls.append((number, at, pair))
-    answered: set[tuple[str, str]] = set()  # the calls with a result inside their turn
-    for number, at, pair in references:
-        made = first.get(pair)
-        if made is None or made > number:
-            if not elsewhere[number]:
-                flagged.append((number, ORPHAN, at))
-        elif made < number and ((end := ends[made]) is None or number < end):
-            answered.add(pair)
+    calls_made = _Calls(first, again, {pair for _, _, pair in calls})
+    answered = _judge(references, calls_made, ends, late, elsewhere, flagged=flagged)
+    # A call in the last turn of the history is not a problem (its results are to come),
+    # unless results of that turn have come: then all of them are due.
+    begun = any(ends[number] is None and pair in answered for number, _, pair in calls)
     for number, at, pair in calls:
-        # a call in the last turn of the history is not a problem: its results are to come
-        if ends[number] is not None and pair not in answered:
+        if pair not in answered and (begun or ends[number] is not None):
             flagged.append((number, MISSING, at))
     found = [(number, problem(code, api, at)) for number, code, at in flagged]
     found.sort(key=lambda item: (item[0], path_order(item[1].path), CODES.index(item[1].code)))
     return found
+
+
+class _Calls(NamedTuple):
+    """The calls of a history by (kind, key): the element of the first, those of the later
+    ones, and which need a result (a server tool's is in its own element)."""
+
+    first: dict[tuple[str, str], int]
+    again: dict[tuple[str, str], list[int]]
+    needing: set[tuple[str, str]]
+
+
+def _judge(
+    references: list[tuple[int, Found, tuple[str, str]]],
+    calls: _Calls,
+    ends: Sequence[int | None],
+    late: frozenset[int],
+    elsewhere: Sequence[bool],
+    *,
+    flagged: list[tuple[int, str, Found]],
+) -> set[tuple[str, str]]:
+    """Flag each result whose call is not in the history (``orphan-result``), or is but not
+    where its result is due (``misplaced-result``: before it, past its turn, or after another
+    block); the calls that have a result."""
+    answered: set[tuple[str, str]] = set()
+    for number, at, pair in references:
+        made = calls.first.get(pair)
+        if made is None:
+            if not elsewhere[number]:
+                flagged.append((number, ORPHAN, at))
+            continue
+        if pair in calls.again:  # the latest call before it, of those with its id
+            made = max((n for n in (made, *calls.again[pair]) if n < number), default=made)
+        answered.add(pair)
+        if pair not in calls.needing:
+            continue
+        if not (made < number and ((end := ends[made]) is None or number < end)) or id(at) in late:
+            flagged.append((number, MISPLACED, at))
+    return answered
 
 
 def _answered_in_order(
@@ -514,9 +577,40 @@ def _plain(text: str) -> bool:
     return text.isprintable() and " " not in text and "|" not in text
 
 
-def _turn_ends(kinds: Sequence[str | None], spec: History) -> list[int | None]:
+def _after_other_blocks(
+    numbers: Sequence[int], ids: Sequence[Found], spec: History
+) -> frozenset[int]:
+    """The results (``id()`` of each) that follow another kind of block in their element
+    (``History.results_first``), read off their paths (``messages[3].content[2]...``: the
+    third block): the results of an element must be its first blocks. The results of one
+    element come in document order (``find_ids``), so the n-th of them must be block n."""
+    keys = {key for _, key in spec.results}
+    results = [(n, at) for n, at in zip(numbers, ids, strict=True) if at.key in keys]
+    text = "\n".join(at.path for _, at in results if at.role is not DEFINES)
+    blocks = list(map(int, _BLOCK.findall(text)))
+    late: list[int] = []
+    expected, element = 0, -1
+    references = (pair for pair in results if pair[1].role is not DEFINES)
+    for (number, at), block in zip(references, blocks, strict=False):
+        if number != element:
+            expected, element = 0, number
+        if block != expected:
+            late.append(id(at))
+        expected += 1
+    return frozenset(late)
+
+
+# The block a result is in: the number in its path's second brackets (member[n].blocks[k]...).
+_BLOCK: Final = re.compile(r"^[^\[\n]*\[\d+\][^\[\n]*\[(\d+)\]", re.MULTILINE)
+_NONE_LATE: Final[frozenset[int]] = frozenset()
+
+
+def turn_ends(kinds: Sequence[str | None], spec: History) -> list[int | None]:
     """For each element, the first later element that closes a call made in it (None: the
-    history ends first)."""
+    history ends first); with ``History.next_only``, the one after the next."""
+    if spec.next_only:
+        last = len(kinds) - 1
+        return [number + 2 if number < last else None for number in range(len(kinds))]
     closes, runs = spec.closes, spec.runs
     ends: list[int | None] = [None] * len(kinds)
     closing: int | None = None  # the first closing element after ``number``

@@ -4,8 +4,10 @@
 spells it) through the bytes and answers the span of the value there, or, when the path's last
 member is missing from its object, the empty span right after that object's ``{``: where a
 member is put in. It is how the calls lacking an id (``Role.LACKS``) of a document parsed in
-full are located (the native parser reports their spans itself). A member given twice is read
-as JSON parsers read it, the last one.
+full are located (the native parser reports their spans itself); ``element_spans`` gives the
+span of each element of an array, where a repair (``toolid.repair``) puts in, replaces or
+moves a history's messages and blocks. A member given twice is read as JSON parsers read it,
+the last one.
 
 The bytes are read as Latin-1, one character per byte, so every offset is a byte offset: JSON's
 structure is ASCII, and a key read so equals an ASCII member name only if it is that name.
@@ -38,6 +40,20 @@ def value_span(document: bytes, path: str) -> tuple[int, int] | None:
     text = document.decode("latin-1")
     try:
         return _follow(text, _skip_space(text, 0), path_steps(path))
+    except (_NotThere, ValueError, IndexError, RecursionError):
+        return None
+
+
+def element_spans(document: bytes, path: str) -> list[tuple[int, int]] | None:
+    """The span of each element of the array at ``path`` in ``document``, in order; None when
+    the path leads to no array (or the bytes are not JSON)."""
+    text = document.decode("latin-1")
+    try:
+        start, _ = _follow(text, _skip_space(text, 0), path_steps(path))
+        if text[start] != "[":
+            return None
+        starts, _ = _elements(text, start)
+        return [(at, _end_of_value(text, at)) for at in starts]
     except (_NotThere, ValueError, IndexError, RecursionError):
         return None
 

@@ -11,6 +11,7 @@ from toolid.apis.record import (
     DEFINES,
     DUPLICATE,
     EMPTY,
+    MISPLACED,
     MISSING,
     ORPHAN,
     REFERS,
@@ -19,8 +20,10 @@ from toolid.apis.record import (
     Doc,
     Element,
     History,
+    Repairs,
     Route,
     some_message,
+    with_note,
 )
 
 #: The text OpenAI answers an empty id with (Chat and Responses).
@@ -31,6 +34,10 @@ OPENAI_EMPTY: Final = (
 #: toolid's text for an id that joins two ids; ``{rule}``: what the destination accepts.
 JOINED: Final = "the id joins two ids ('call_...|fc_...') or holds whitespace: {rule}"
 _MEMBERS: Final = frozenset({"tool_calls", "tool_call_id"})
+
+
+def _text_part(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
 
 
 def _request(document: Mapping[str, Any]) -> bool:
@@ -65,6 +72,9 @@ RECORD: Final = ApiRecord(
             MISSING: "An assistant message with 'tool_calls' must be followed by tool messages "
             "responding to each 'tool_call_id'. The following tool_call_ids did not have "
             "response messages: {id}",
+            MISPLACED: "An assistant message with 'tool_calls' must be followed by tool "
+            "messages responding to each 'tool_call_id'. The following tool_call_ids did not "
+            "have response messages: {id}",
             EMPTY: OPENAI_EMPTY,
             DUPLICATE: "two calls carry one id, so their results cannot be told apart: strict "
             "servers reject the request, others answer one call twice",
@@ -79,4 +89,14 @@ RECORD: Final = ApiRecord(
     model_routes=(re.compile(r"/deployments/(?P<model>[^/]+)/"),),
     ids_required=frozenset({"call"}),
     id_on_first_mention=True,
+    repairs=Repairs(
+        result=lambda call_id, _call, text: {
+            "role": "tool",
+            "tool_call_id": call_id,
+            "content": text,
+        },
+        as_text=lambda message, note: [
+            {"role": "user", "content": with_note(message.get("content"), note, _text_part)}
+        ],
+    ),
 )

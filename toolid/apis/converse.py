@@ -9,6 +9,7 @@ names the kind, there is no ``type`` to filter on.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any, Final
@@ -19,6 +20,7 @@ from toolid.apis.record import (
     DEFINES,
     DUPLICATE,
     EMPTY,
+    MISPLACED,
     MISSING,
     ORPHAN,
     REFERS,
@@ -28,6 +30,7 @@ from toolid.apis.record import (
     Element,
     Entry,
     History,
+    Repairs,
     Route,
     some_message,
     under,
@@ -57,6 +60,15 @@ def _answer(document: Mapping[str, Any]) -> bool:
     return (isinstance(output, dict) and isinstance(output.get("message"), dict)) or isinstance(
         document.get("contentBlockIndex"), int
     )  # a Converse response, a ConverseStream event
+
+
+def _user_block(block: Any) -> dict[str, Any]:
+    """A toolResult's content block as a user's block: text, image and document blocks as
+    they are, anything else (a json block) as text."""
+    if isinstance(block, dict) and ({"text", "image", "document"} & block.keys()):
+        return block
+    inner = block.get("json", block) if isinstance(block, dict) else block
+    return {"text": json.dumps(inner, ensure_ascii=False)}
 
 
 RECORD: Final = ApiRecord(
@@ -90,11 +102,14 @@ RECORD: Final = ApiRecord(
         results=frozenset({("call", "toolUseId")}),
         calls=frozenset({("call", "toolUseId")}),
         closes=frozenset({"assistant"}),
+        next_only=True,
         texts={
             ORPHAN: "a toolResult block answers toolUseId {id}, which no toolUse block of the "
             "previous turn has (ValidationException)",
             MISSING: "the toolUse block {id} has no toolResult block in the next message "
             "(ValidationException)",
+            MISPLACED: "the toolResult block {id} is not in the message right after its toolUse "
+            "block (ValidationException)",
             EMPTY: _ID_RULE,
             DUPLICATE: "two toolUse blocks carry one toolUseId {id}",
             COMPOSITE: _ID_RULE,
@@ -113,4 +128,15 @@ RECORD: Final = ApiRecord(
         ),
     ),
     ids_required=frozenset({"call"}),
+    repairs=Repairs(
+        result=lambda call_id, _call, text: {
+            "toolResult": {"toolUseId": call_id, "content": [{"text": text}], "status": "error"}
+        },
+        as_text=lambda block, note: [
+            {"text": note},
+            *map(_user_block, (block.get("toolResult") or {}).get("content") or []),
+        ],
+        blocks="content",
+        user={"role": "user"},
+    ),
 )

@@ -13,6 +13,7 @@ reference (ai.google.dev/api/caching#FunctionCall). A part's ``thoughtSignature`
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any, Final
@@ -23,6 +24,7 @@ from toolid.apis.record import (
     DEFINES,
     DUPLICATE,
     EMPTY,
+    MISPLACED,
     MISSING,
     ORPHAN,
     REFERS,
@@ -32,6 +34,7 @@ from toolid.apis.record import (
     Element,
     Entry,
     History,
+    Repairs,
     Route,
     holds_list,
     under,
@@ -104,11 +107,13 @@ RECORD: Final = ApiRecord(
         results=frozenset({("call", "id")}),
         calls=frozenset({("call", "id")}),
         closes=frozenset({"model"}),
+        next_only=True,
         texts={
             ORPHAN: "a functionResponse part answers id {id}, which no functionCall part of "
             "the model turn before it has: Gemini pairs them by number and order, relays by "
             'id ("functionResponse.id ... does not match functionCall.id")',
             MISSING: _COUNT,
+            MISPLACED: _COUNT,
             EMPTY: "the id is empty: only its position pairs it with its call",
             DUPLICATE: "two functionCall parts carry one id {id}: a client that keys calls by "
             f'id (gemini-cli) runs one and answers one, and Gemini answers "{_COUNT}"',
@@ -124,5 +129,24 @@ RECORD: Final = ApiRecord(
     model_routes=(
         re.compile(r"/publishers/(?P<vendor>[^/]+)/models/(?P<model>[^/:]+)"),
         re.compile(r"/models/(?P<model>[^/:]+):[A-Za-z]+$"),
+    ),
+    repairs=Repairs(
+        result=lambda call_id, call, text: {
+            "functionResponse": {
+                "id": call_id,
+                "name": call.get("name", ""),
+                "response": {"error": text},
+            }
+        },
+        as_text=lambda part, note: [
+            {
+                "text": f"{note}\n"
+                + json.dumps(
+                    (part.get("functionResponse") or {}).get("response"), ensure_ascii=False
+                )
+            }
+        ],
+        blocks="parts",
+        user={"role": "user"},
     ),
 )

@@ -12,6 +12,7 @@ from toolid.apis.record import (
     DEFINES,
     DUPLICATE,
     EMPTY,
+    MISPLACED,
     MISSING,
     ORPHAN,
     REFERS,
@@ -21,10 +22,12 @@ from toolid.apis.record import (
     Element,
     Entry,
     History,
+    Repairs,
     Route,
     some_message,
     type_of,
     under,
+    with_note,
 )
 
 # Positions inside one content block (relative to the block).
@@ -55,6 +58,15 @@ def _request(document: Mapping[str, Any]) -> bool:
 def _answer(document: Mapping[str, Any]) -> bool:
     kind = type_of(document)
     return (kind == "message" and isinstance(document.get("content"), list)) or kind in _EVENTS
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _as_blocks(content: Any) -> list[dict[str, Any]]:
+    """A result's content kept as a user's blocks: a string as a text block."""
+    return [_text(content)] if isinstance(content, str) else content
 
 
 RECORD: Final = ApiRecord(
@@ -90,11 +102,16 @@ RECORD: Final = ApiRecord(
         calls=frozenset({("call", "id")}),
         call_types=frozenset({"tool_use"}),
         closes=frozenset({"assistant"}),
+        next_only=True,
+        results_first=True,
         texts={
             ORPHAN: "{block}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. "
             "Each `tool_result` block must have a corresponding `tool_use` block in the "
             "previous message.",
             MISSING: "{element}: `tool_use` ids were found without `tool_result` blocks "
+            "immediately after: {id}. Each `tool_use` block must have a corresponding "
+            "`tool_result` block in the next message.",
+            MISPLACED: "{element}: `tool_use` ids were found without `tool_result` blocks "
             "immediately after: {id}. Each `tool_use` block must have a corresponding "
             "`tool_result` block in the next message.",
             EMPTY: "{member}: " + _PATTERN_TEXT,
@@ -113,4 +130,16 @@ RECORD: Final = ApiRecord(
     # name in a Messages request says nothing of the destination.
     untaken_model_rules=("claude-*",),
     ids_required=frozenset({"call"}),
+    repairs=Repairs(
+        result=lambda call_id, _call, text: {
+            "type": "tool_result",
+            "tool_use_id": call_id,
+            "is_error": True,
+            "content": text,
+        },
+        as_text=lambda block, note: _as_blocks(with_note(block.get("content"), note, _text)),
+        blocks="content",
+        user={"role": "user"},
+        text_block=_text,
+    ),
 )

@@ -10,6 +10,7 @@ written. The records themselves are the modules beside this one (``chat.py``,
 from __future__ import annotations
 
 import enum
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -71,6 +72,7 @@ type Framing = Literal["sse", "eventstream", "json-array", "websocket"]
 
 ORPHAN: Final = "orphan-result"
 MISSING: Final = "missing-result"
+MISPLACED: Final = "misplaced-result"
 EMPTY: Final = "empty-id"
 DUPLICATE: Final = "duplicate-call"
 COMPOSITE: Final = "composite-id"
@@ -78,7 +80,7 @@ COMPOSITE: Final = "composite-id"
 MISSING_ID: Final = "missing-id"
 NOT_A_STRING: Final = "not-a-string"
 #: Every problem code, in the order problems of one position are listed.
-CODES: Final = (ORPHAN, MISSING, EMPTY, DUPLICATE, COMPOSITE, MISSING_ID, NOT_A_STRING)
+CODES: Final = (ORPHAN, MISSING, MISPLACED, EMPTY, DUPLICATE, COMPOSITE, MISSING_ID, NOT_A_STRING)
 
 
 def lacking_code(text: str) -> str:
@@ -105,7 +107,9 @@ class History:
     ``type`` values (None: every one). A call's results must come after it, before the first
     later element whose kind (``role``, else ``type``) is in ``closes``; with ``runs``, the
     closing elements right after the call are its own turn (Responses: parallel calls, a
-    reasoning item, the model's message) and close nothing. ``elsewhere``: root members
+    reasoning item, the model's message) and close nothing; with ``next_only``, only the
+    element right after the call's holds its results, and with ``results_first`` they come
+    before every other block of it (Anthropic). ``elsewhere``: root members
     that say the history is kept by the server (then results may answer calls not sent).
     ``texts``: what the destination answers per code (or ``code.kind``), with ``{id}``,
     ``{path}``, ``{block}``, ``{member}`` and ``{element}`` filled in; a code in
@@ -117,6 +121,8 @@ class History:
     texts: Mapping[str, str]
     call_types: frozenset[str] | None = None
     runs: bool = False
+    next_only: bool = False
+    results_first: bool = False
     elsewhere: tuple[str, ...] = ()
     guesses: frozenset[str] = field(default_factory=frozenset)
 
@@ -161,6 +167,26 @@ class Route:
 
 
 @dataclass(frozen=True, slots=True)
+class Repairs:
+    """How a pairing repair (``toolid.repair``) writes in one API's shape.
+
+    ``blocks``: the member of a history element holding the blocks that results are (Messages'
+    ``content``, Gemini's ``parts``), None where results are elements of their own (Chat's
+    ``tool`` messages, Responses' output items); ``user`` and ``user_kind``: the members of a
+    user's turn, and its kind, where a result block may go; ``result(call id, the call's
+    holder, text)``: a result standing for one that was never recorded; ``as_text(result,
+    note)``: what stands in the place of a result whose call is not there (the element or the
+    block: its content kept, as text after ``note``); ``text_block(text)``: a text block."""
+
+    result: Callable[[str, Mapping[str, Any], str], dict[str, Any]]
+    as_text: Callable[[Mapping[str, Any], str], list[dict[str, Any]]]
+    blocks: str | None = None
+    user: Mapping[str, Any] = field(default_factory=dict)
+    user_kind: str = "user"
+    text_block: Callable[[str], dict[str, Any]] = lambda text: {"text": text}
+
+
+@dataclass(frozen=True, slots=True)
 class ApiRecord:
     """Everything toolid knows about one API.
 
@@ -184,7 +210,9 @@ class ApiRecord:
     - ``ids_required``: the kinds of definition whose id its clients require in an answer (a
       response or a streamed event): a call there with no usable id (missing, null, a number,
       a boolean) gets one (``Role.LACKS``); ``id_on_first_mention``: in a stream, only a
-      call's first mention must carry it (Chat: the later chunks of a call carry none).
+      call's first mention must carry it (Chat: the later chunks of a call carry none);
+    - ``repairs``: how a repair of its history's pairing writes in its shape (``Repairs``;
+      None: toolid repairs none).
     """
 
     api: Api
@@ -203,6 +231,7 @@ class ApiRecord:
     untaken_model_rules: tuple[str, ...] = ()
     ids_required: frozenset[str] = frozenset()
     id_on_first_mention: bool = False
+    repairs: Repairs | None = None
 
 
 def under(prefix: str, relative: tuple[Entry, ...]) -> tuple[Entry, ...]:
@@ -225,6 +254,18 @@ def holds_list(document: Mapping[str, Any], member: str, envelopes: tuple[str, .
         isinstance(inner := document.get(envelope), dict) and isinstance(inner.get(member), list)
         for envelope in envelopes
     )
+
+
+def with_note(content: Any, note: str, part: Callable[[str], dict[str, Any]]) -> Any:
+    """``content`` (a result's: a string, a list of parts, or anything else) kept after
+    ``note``: one string, or the note as a ``part`` first among the parts."""
+    if isinstance(content, str):
+        return f"{note}\n{content}"
+    if isinstance(content, list) and content:
+        return [part(note), *content]
+    if content is None or content == []:
+        return note
+    return f"{note}\n{json.dumps(content, ensure_ascii=False)}"
 
 
 def some_message(document: Mapping[str, Any], test: Callable[[dict[str, Any]], bool]) -> bool:

@@ -12,6 +12,7 @@ from toolid.apis.record import (
     DEFINES,
     DUPLICATE,
     EMPTY,
+    MISPLACED,
     MISSING,
     ORPHAN,
     REFERS,
@@ -21,9 +22,11 @@ from toolid.apis.record import (
     Element,
     Entry,
     History,
+    Repairs,
     Route,
     type_of,
     under,
+    with_note,
 )
 
 #: The Responses items that are tool calls the client runs (each defines its call_id).
@@ -120,6 +123,24 @@ def _answer(document: Mapping[str, Any]) -> bool:
     )
 
 
+def _output_of(call: Mapping[str, Any]) -> str:
+    """The type of the output item that answers ``call`` with a text (ValueError: none does,
+    as a computer call's wants a screenshot)."""
+    kind = call.get("type")
+    if kind not in ("function_call", "custom_tool_call", "shell_call", "apply_patch_call"):
+        raise ValueError(f"no text answers a {kind} item")
+    return f"{kind}_output"
+
+
+def _input_text(text: str) -> dict[str, Any]:
+    return {"type": "input_text", "text": text}
+
+
+def _as_parts(content: Any) -> list[dict[str, Any]]:
+    """An output kept as a user message's content: a string as an input_text part."""
+    return [_input_text(content)] if isinstance(content, str) else content
+
+
 RECORD: Final = ApiRecord(
     api=Api.RESPONSES,
     title="OpenAI Responses",
@@ -148,6 +169,7 @@ RECORD: Final = ApiRecord(
         texts={
             ORPHAN: "No tool call found for function call output with call_id {id}.",
             MISSING: "No tool output found for function call {id}.",
+            MISPLACED: "No tool call found for function call output with call_id {id}.",
             EMPTY: OPENAI_EMPTY,
             f"{DUPLICATE}.item": "Duplicate item found with id {id}. Remove duplicate items "
             "from your input and try again.",
@@ -166,4 +188,18 @@ RECORD: Final = ApiRecord(
     # Azure OpenAI: /openai/deployments/{deployment}/responses
     model_routes=(re.compile(r"/deployments/(?P<model>[^/]+)/"),),
     ids_required=frozenset({"call_id"}),
+    repairs=Repairs(
+        result=lambda call_id, call, text: {
+            "type": _output_of(call),
+            "call_id": call_id,
+            "output": text,
+        },
+        as_text=lambda item, note: [
+            {
+                "type": "message",
+                "role": "user",
+                "content": _as_parts(with_note(item.get("output"), note, _input_text)),
+            }
+        ],
+    ),
 )
