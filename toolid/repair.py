@@ -403,10 +403,9 @@ class _Plan:
         return f"in a new user turn after {self.member}[{number}]"
 
     def _user_turn(self, blocks: list[bytes]) -> bytes:
-        turn = dict(self.shape.user)
-        turn[self.shape.blocks or ""] = []
-        head = _dumps(turn)
-        return head[: head.rindex(b"[") + 1] + b",".join(blocks) + head[head.rindex(b"]") :]
+        """A new user turn holding ``blocks`` (JSON texts, each kept as it is)."""
+        empty = _dumps({**self.shape.user, self.shape.blocks or "": []})  # ends with "[]}"
+        return empty[:-2] + b",".join(blocks) + b"]}"
 
     def _call_before(self, number: int, result: Found) -> int | None:
         key = result.value
