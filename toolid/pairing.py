@@ -586,22 +586,26 @@ def _after_other_blocks(
     element come in document order (``find_ids``), so the n-th of them must be block n."""
     keys = {key for _, key in spec.results}
     results = [(n, at) for n, at in zip(numbers, ids, strict=True) if at.key in keys]
-    text = "\n".join(at.path for _, at in results if at.role is not DEFINES)
-    blocks = list(map(int, _BLOCK.findall(text)))
+    references = [pair for pair in results if pair[1].role is not DEFINES]
+    if not references:
+        return _NONE_LATE
+    blocks = _BLOCK.findall("\n".join(at.path for _, at in references))  # one per path
     late: list[int] = []
     expected, element = 0, -1
-    references = (pair for pair in results if pair[1].role is not DEFINES)
-    for (number, at), block in zip(references, blocks, strict=False):
+    for (number, at), block in zip(references, blocks, strict=True):
+        if not block:
+            continue  # not a block of an element (a history that is one object)
         if number != element:
             expected, element = 0, number
-        if block != expected:
+        if int(block) != expected:
             late.append(id(at))
         expected += 1
     return frozenset(late)
 
 
-# The block a result is in: the number in its path's second brackets (member[n].blocks[k]...).
-_BLOCK: Final = re.compile(r"^[^\[\n]*\[\d+\][^\[\n]*\[(\d+)\]", re.MULTILINE)
+# The block a result is in, per line of paths: the number in its second brackets
+# (member[n].blocks[k]...), or "" for a path without them.
+_BLOCK: Final = re.compile(r"^(?:[^\[\n]*\[\d+\][^\[\n]*\[(\d+)\])?.*$", re.MULTILINE)
 _NONE_LATE: Final[frozenset[int]] = frozenset()
 
 
