@@ -1339,3 +1339,54 @@ def test_gemini_a_response_alone_before_its_call():
         gemini_turn("user", {"text": "q"}),
     ]
     repaired_history(Api.GEMINI, history)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.sampled_from(["", "a", "call_a", "x|y"]),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "role",
+                    "type",
+                    "content",
+                    "id",
+                    "tool_calls",
+                    "tool_call_id",
+                    "tool_use_id",
+                    "call_id",
+                    "parts",
+                    "functionCall",
+                    "functionResponse",
+                    "toolUse",
+                    "toolResult",
+                    "toolUseId",
+                    "messages",
+                    "input",
+                    "contents",
+                ]
+            ),
+            inner,
+            max_size=5,
+        )
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(list(Api)), st.sampled_from(["messages", "input", "contents"]), JSON)
+def test_repair_never_raises(api, member, history):
+    """Any document, any API: a result, never an exception; repaired bytes always parse."""
+    body = json.dumps({member: history}).encode()
+    repaired = repair_request(body, api=api)
+    if repaired.repairs:
+        json.loads(repaired.content)
+    else:
+        assert repaired.content is body
+
+
+@given(st.binary(max_size=200))
+def test_repair_of_any_bytes_never_raises(body):
+    assert repair_request(body).content is body

@@ -25,6 +25,7 @@ with the reason.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Sequence
@@ -145,6 +146,8 @@ def repair_request(content: bytes, *, path: str = "", api: Api | None = None) ->
         return Repaired(content, (), listed, str(refused))
     except (ValueError, RecursionError):
         return Repaired(content, (), listed, "the repaired request would not parse")
+    except (LookupError, TypeError) as exc:  # a shape the plan did not foresee
+        return Repaired(content, (), listed, f"the history has an unforeseen shape ({exc!r})")
     if left:
         return Repaired(content, (), listed, f"the repair would leave {left[0].line()}")
     return Repaired(repaired, tuple(plan.placed(document)), listed)
@@ -502,11 +505,8 @@ class _Plan:
             end = self.spans[number][1]
             edits.append((end, end, b"".join(b"," + text for text in texts)))
         edits.sort(key=lambda edit: (edit[0], edit[1]))
-        for (_, end), (start, _) in zip(
-            ((e[0], e[1]) for e in edits), ((e[0], e[1]) for e in edits[1:]), strict=False
-        ):
-            if start < end:
-                raise _Refused("two repairs would change the same bytes")
+        if any(start < end for (_, end, _), (start, _, _) in itertools.pairwise(edits)):
+            raise _Refused("two repairs would change the same bytes")
         return splice(self.source, _merged(edits))
 
     def _first_blocks(self, number: int, texts: list[bytes]) -> Edit:
