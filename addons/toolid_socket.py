@@ -136,6 +136,8 @@ class ResponsesSockets:
         """A client message with its history's pairing repaired (``toolid_repair``), each
         repair recorded (``metadata["toolid"]["repairs"]``, with the message's number) and
         logged; as it came when there is nothing to repair, or observing."""
+        if not toolid.check_pairing(content, api=toolid.Api.RESPONSES):  # the usual: one read
+            return content
         repaired = toolid.repair_request(content, api=toolid.Api.RESPONSES)
         if repaired.refused:
             logger.warning(
