@@ -684,3 +684,23 @@ def test_a_chat_result_after_the_next_user_message_is_misplaced():
         ]
     }
     assert codes(check(document, CHAT)) == [(MISPLACED, "messages[3].tool_call_id", "call_a")]
+
+
+def test_converse_names_missing_and_orphan_results_in_bedrocks_words():
+    """Bedrock's texts name the message that should hold the results (the one after the
+    call's) and the one holding too many."""
+    document = converse([Turn(["a"], []), Turn(["b"], ["b", "zz"])])
+    problems = check(document, Api.CONVERSE)
+    assert [(p.code, p.message, p.verbatim) for p in problems] == [
+        (
+            MISSING,
+            "Expected toolResult blocks at messages.2.content for the following Ids: a",
+            True,
+        ),
+        (
+            ORPHAN,
+            "The number of toolResult blocks at messages.4.content exceeds the number of "
+            "toolUse blocks of previous turn.",
+            True,
+        ),
+    ]

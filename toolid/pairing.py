@@ -183,14 +183,19 @@ def problem_at(
     block, _, key = path.rpartition(".")
     block = _dotted(block)
     member = ".".join(part for part in (block, holder_type, key) if part)
+    element = _dotted(element_path(api, path))
     message = text.format(
         id=value,
         path=path,
         block=block,
         member=member,
-        element=_dotted(element_path(api, path)),
+        element=element,
+        next_element=_LAST_NUMBER.sub(lambda number: str(int(number[0]) + 1), element, count=1),
     )
     return Problem(code, path, value, message, api, not guessed)
+
+
+_LAST_NUMBER: Final = re.compile(r"\d+(?=\D*$)")  # an element's number in its dotted path
 
 
 def element_path(api: Api, path: str) -> str:

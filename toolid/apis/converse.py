@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from toolid.apis.record import (
-    CODES,
     COMPOSITE,
     DEFINES,
     DUPLICATE,
@@ -97,24 +96,26 @@ RECORD: Final = ApiRecord(
     },
     event_call_number="contentBlockIndex",
     # Bedrock answers a broken pairing with a ValidationException (TOOL_USE_RESULT_MISMATCH in
-    # its model errors); its exact words are not known here: every text is toolid's.
+    # its model errors); the orphan and missing texts are its words (public reports), the
+    # others toolid's.
     history=History(
         results=frozenset({("call", "toolUseId")}),
         calls=frozenset({("call", "toolUseId")}),
         closes=frozenset({"assistant"}),
         next_only=True,
         texts={
-            ORPHAN: "a toolResult block answers toolUseId {id}, which no toolUse block of the "
-            "previous turn has (ValidationException)",
-            MISSING: "the toolUse block {id} has no toolResult block in the next message "
-            "(ValidationException)",
-            MISPLACED: "the toolResult block {id} is not in the message right after its toolUse "
-            "block (ValidationException)",
+            ORPHAN: "The number of toolResult blocks at {element}.content exceeds the number "
+            "of toolUse blocks of previous turn.",
+            MISSING: "Expected toolResult blocks at {next_element}.content for the following "
+            "Ids: {id}",
+            MISPLACED: "the toolResult block {id} at {element}.content is not in the message "
+            "right after its toolUse block (Bedrock answers: Expected toolResult blocks at "
+            "messages.N.content for the following Ids)",
             EMPTY: _ID_RULE,
             DUPLICATE: "two toolUse blocks carry one toolUseId {id}",
             COMPOSITE: _ID_RULE,
         },
-        guesses=frozenset(CODES),
+        guesses=frozenset({MISPLACED, EMPTY, DUPLICATE, COMPOSITE}),
     ),
     # Each ConverseStream event is the payload of one eventstream frame.
     framings=frozenset({"eventstream"}),

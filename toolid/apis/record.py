@@ -112,7 +112,8 @@ class History:
     before every other block of it (Anthropic). ``elsewhere``: root members
     that say the history is kept by the server (then results may answer calls not sent).
     ``texts``: what the destination answers per code (or ``code.kind``), with ``{id}``,
-    ``{path}``, ``{block}``, ``{member}`` and ``{element}`` filled in; a code in
+    ``{path}``, ``{block}``, ``{member}``, ``{element}`` and ``{next_element}`` (the element
+    after it) filled in; a code in
     ``guesses`` has toolid's explanation, not the API's words."""
 
     results: frozenset[tuple[str, str]]
