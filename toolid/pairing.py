@@ -401,19 +401,25 @@ def history_of(document: Any, api: Api) -> tuple[str, list[Any]]:
     return "", []
 
 
-def elements_of(document: Any, api: Api) -> tuple[str, list[Element]]:
-    """Where a request document holds its history (``history_of``), and its elements, each
-    with its kind and the ids in it, at their paths in ``document`` (``check_history``)."""
+def elements_of(document: Any, api: Api) -> tuple[str, list[Any], list[Element]]:
+    """Where a request document holds its history and its elements (``history_of``), and
+    each as an ``Element``: its kind and the ids in it, at their paths in ``document``."""
     member, items = history_of(document, api)
     found = [one for one in find_ids(document, api, Doc.REQUEST) if _in_member(one.path, member)]
-    numbers = _element_numbers([one.path for one in found], member) or []
+    numbers = _element_numbers([one.path for one in found], member)
+    assert numbers is not None  # every one is inside the member
     ids: dict[int, list[Found]] = {}
     for number, one in zip(numbers, found, strict=True):
         ids.setdefault(number, []).append(one)
     elsewhere = any(document.get(name) for name in HISTORIES[api].elsewhere)
-    return member, [
-        Element(kind_of(item), ids.get(number, []), elsewhere) for number, item in enumerate(items)
-    ]
+    return (
+        member,
+        items,
+        [
+            Element(kind_of(item), ids.get(number, []), elsewhere)
+            for number, item in enumerate(items)
+        ],
+    )
 
 
 def _in_member(path: str, member: str) -> bool:

@@ -5,22 +5,25 @@ Each pairing problem ``toolid.pairing`` names gets the smallest change that make
 valid, and nothing the model or the user wrote is lost:
 
 - ``missing-result``: a result is put in where the API wants it (``ApiRecord.repairs``: a
-  message of its own after the call's, or a block first in the next user turn), saying that
+  message of its own after the last call or result of the call's turn, or a block first in
+  the next user turn, else in one new user turn for all of that message's calls), saying that
   no result was recorded for the call;
-- ``orphan-result``: the result becomes text in the same place (a user message, a text
-  block), its content kept, saying which call it answered;
+- ``orphan-result``: the result becomes text in the same place (a user message, text
+  blocks), its content kept, saying which call it answered; where results of its turn follow
+  it, after them;
 - ``misplaced-result``: the result is moved, as it is, to where a missing one would be put in
-  (a user turn left with nothing is dropped);
+  (a user turn left with nothing is dropped; the history's first keeps a line saying so);
 - ``duplicate-call`` and ``empty-id``: the later call (every call, for an empty id) and the
-  results after it, up to the next call with that id, get a new id of their own
+  result that answers it (results pair with calls by order) get a new id of their own
   (``codec.mint``, which no restoring changes back);
 - ``composite-id``: each position holding it gets its first part (``call_1|fc_2``:
   ``call_1``), the call's own id.
 
 Everything else stays byte for byte: the edits are insertions and replacements of whole
 elements, blocks and id literals, found with ``value_spans``. A history toolid cannot repair
-with certainty (one that is a single object, an element that is no object) is left as it is,
-with the reason.
+with certainty is left as it is, with the reason (``Repaired.refused``): one that is a single
+object, an element that is no object, an output no text can stand for, a repair after which
+``pairing.check`` still finds a problem.
 """
 
 from __future__ import annotations
@@ -48,7 +51,6 @@ from toolid.pairing import (
     Problem,
     check,
     elements_of,
-    history_of,
     kind_of,
     located,
     turn_ends,
@@ -123,10 +125,9 @@ def repair_request(content: bytes, *, path: str = "", api: Api | None = None) ->
     api = api or api_from_path(path) or api_from_shape(document, Doc.REQUEST)
     if api is None or not isinstance(document, dict):
         return Repaired(content)
-    member, items = history_of(document, api)
+    member, items, elements = elements_of(document, api)
     if not items:
         return Repaired(content)
-    member, elements = elements_of(document, api)
     numbered = [(number, one) for number, element in enumerate(elements) for one in element.ids]
     problems = located(elements, api)
     if not problems:
