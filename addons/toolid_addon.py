@@ -520,32 +520,17 @@ class ToolId:
         self, flow: http.HTTPFlow, content: bytes, path: str, result: RewrittenRequest
     ) -> bytes | None:
         """Repair the pairing problems of the request's history (``toolid_repair``): the
-        repaired body (None: none made, or observing), each repair recorded
-        (``metadata["toolid"]["repairs"]``, the comment) and logged in one line; a request
-        toolid cannot repair with certainty passes as it is, and the log says why."""
-        record = self.records.of(flow)
-        if not record.get("pairing"):
+        repaired body (None: none made, or observing), recorded and logged
+        (``FlowRecords.repaired``); a request toolid cannot repair with certainty passes as
+        it is, and the log says why."""
+        if not self.records.of(flow).get("pairing"):
             return None
         try:
             repaired = toolid.repair_request(content, path=path, api=result.api)
         except Exception as exc:  # a bug here must not cost the request
             self.records.problem(flow, f"pairing not repaired: unexpected error {exc!r}")
             return None
-        if repaired.refused:
-            logger.warning(f"toolid: {describe(flow)}: pairing not repaired: {repaired.refused}")
-            record["repair_refused"] = repaired.refused
-            return None
-        if not repaired.repairs:
-            return None
-        record["repairs"] = [repair.record() for repair in repaired.repairs]
-        verb = "would repair" if self.observe else "repaired"
-        count = len(repaired.repairs)
-        lines = [repair.line() for repair in repaired.repairs]
-        logger.info(
-            f"toolid: {describe(flow)}: {verb} {count} pairing problem{'s' if count != 1 else ''}: "
-            + "; ".join(lines)
-        )
-        return None if self.observe else repaired.content
+        return self.records.repaired(flow, repaired)
 
     def _rewrite_response(self, flow: http.HTTPFlow, response: http.Response) -> None:
         headers = _MessageHeaders(response.headers)

@@ -18,7 +18,7 @@ from mitmproxy import http
 from toolid_status import Metrics
 from toolid_view import pairing_lines, repair_lines
 
-from toolid import Change, report
+from toolid import Change, Repaired, report
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +87,32 @@ class FlowRecords:
             logger.warning(f"toolid: {describe(flow)}: {message}")
         problems.append(message)
         flow.marked = MARK_PROBLEM
+
+    def repaired(
+        self, flow: http.HTTPFlow, repaired: Repaired, message: int | None = None
+    ) -> bytes | None:
+        """Record and log what repairing a request's pairing did (``toolid_repair``): each
+        repair in ``metadata["toolid"]["repairs"]`` (with ``message``, a WebSocket message's
+        number) and one line for them all; a refusal's reason in ``repair_refused`` and one
+        warning. The repaired bytes, or None (none made, or observing)."""
+        record = self.of(flow)
+        at = describe(flow) + (f": message {message}" if message is not None else "")
+        if repaired.refused:
+            logger.warning(f"toolid: {at}: pairing not repaired: {repaired.refused}")
+            record["repair_refused"] = repaired.refused
+            return None
+        if not repaired.repairs:
+            return None
+        number = {} if message is None else {"message": message}
+        records = record.setdefault("repairs", [])
+        records.extend({**repair.record(), **number} for repair in repaired.repairs)
+        verb = "would repair" if self.observe else "repaired"
+        count = len(repaired.repairs)
+        logger.info(
+            f"toolid: {at}: {verb} {count} pairing problem{'s' if count != 1 else ''}: "
+            + "; ".join(repair.line() for repair in repaired.repairs)
+        )
+        return None if self.observe else repaired.content
 
     def comment(self, flow: http.HTTPFlow) -> None:
         """Summarise the flow's records in its comment (once per hook, never per chunk)."""

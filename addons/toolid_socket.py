@@ -133,26 +133,16 @@ class ResponsesSockets:
             self._end_response(flow, socket)
 
     def _repaired(self, flow: http.HTTPFlow, content: bytes, number: int) -> bytes:
-        """A client message with its history's pairing repaired (``toolid_repair``), each
-        repair recorded (``metadata["toolid"]["repairs"]``, with the message's number) and
-        logged; as it came when there is nothing to repair, or observing."""
+        """A client message with its history's pairing repaired (``toolid_repair``), recorded
+        with the message's number and logged (``FlowRecords.repaired``); as it came when there
+        is nothing to repair, or observing."""
         if not toolid.check_pairing(content, api=toolid.Api.RESPONSES):  # the usual: one read
             return content
-        repaired = toolid.repair_request(content, api=toolid.Api.RESPONSES)
-        if repaired.refused:
-            logger.warning(
-                f"toolid: {describe(flow)}: message {number}: pairing not repaired: "
-                + repaired.refused
-            )
-        if not repaired.repairs:
-            return content
-        records = self.records.of(flow).setdefault("repairs", [])
-        records.extend({**repair.record(), "message": number} for repair in repaired.repairs)
-        verb = "would repair" if self.records.observe else "repaired"
-        lines = "; ".join(repair.line() for repair in repaired.repairs)
-        logger.info(f"toolid: {describe(flow)}: message {number}: {verb}: {lines}")
-        self.records.comment(flow)
-        return content if self.records.observe else repaired.content
+        fixed = toolid.repair_request(content, api=toolid.Api.RESPONSES)
+        repaired = self.records.repaired(flow, fixed, number)
+        if fixed.repairs:  # made, or observing: named in the comment
+            self.records.comment(flow)
+        return content if repaired is None else repaired
 
     def _end_response(self, flow: http.HTTPFlow, socket: _Socket) -> None:
         """A response on the connection ended (or the connection did): its log line, and the

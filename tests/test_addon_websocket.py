@@ -334,7 +334,10 @@ def test_a_client_message_with_broken_pairing_is_repaired(addon, caplog):
     assert [(r["code"], r["done"], r["message"]) for r in flow.metadata["toolid"]["repairs"]] == [
         ("missing-result", "inserted", 1)
     ]
-    assert any("message 1: repaired: missing-result" in r.getMessage() for r in caplog.records)
+    assert any(
+        "message 1: repaired 1 pairing problem: missing-result" in r.getMessage()
+        for r in caplog.records
+    )
 
 
 def test_a_client_message_is_not_repaired_by_default(addon):
@@ -344,3 +347,15 @@ def test_a_client_message_is_not_repaired_by_default(addon):
     answer = {"type": "message", "role": "assistant", "content": []}
     frame = create([USER, call, USER, answer, USER])
     assert send(toolid, flow, frame, from_client=True).content == frame
+
+
+def test_a_client_message_is_not_repaired_when_observing(addon):
+    toolid, tctx = addon
+    tctx.configure(toolid, toolid_repair=True, toolid_mode="observe")
+    flow = ws_flow(toolid)
+    call = {"type": "function_call", "id": "fc_1", "call_id": "call_ok", "name": "f"}
+    answer = {"type": "message", "role": "assistant", "content": []}
+    frame = create([USER, call, USER, answer, USER])
+    assert send(toolid, flow, frame, from_client=True).content == frame
+    assert [r["code"] for r in flow.metadata["toolid"]["repairs"]] == ["missing-result"]
+    assert "toolid would repair: missing-result" in flow.comment

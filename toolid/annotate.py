@@ -36,7 +36,7 @@ from toolid.positions import (
     Role,
     find_ids,
     path_order,
-    path_steps,
+    value_at,
 )
 from toolid.report import show, use_of
 from toolid.sse import EventFramer
@@ -421,23 +421,12 @@ def _annotate_json(
             notes[(id(f.holder), f.key)] += f" · {marks[f.path]}"
             marked.add(f.path)
     for path, mark in marks.items():  # an object's (a message, a block): on its "{" line
-        node = _object_at(document, path) if path not in marked else None
-        if node is not None:
+        node = value_at(document, path) if path not in marked else None
+        if isinstance(node, dict):
             key = (id(node), "")
             notes[key] = f"{notes[key]} · {mark}" if key in notes else mark
     _pretty(document, notes, 0, lines, "")
     return "\n".join(lines)
-
-
-def _object_at(document: Any, path: str) -> dict[str, Any] | None:
-    """The object at ``path`` (``messages[2].content[0]``) in ``document``, or None."""
-    node = document
-    try:
-        for step in path_steps(path):
-            node = node[step]
-    except (KeyError, IndexError, TypeError):
-        return None
-    return node if isinstance(node, dict) else None
 
 
 def _annotate_stream(data: bytes, api: Api | None, profile: codec.Profile) -> str:

@@ -10,7 +10,7 @@ Occurrence tags (same contract): the k-th tool call (k >= 2) of a conversation t
 an already-used raw id gets ``prefix + payload + "-_" + k``, which decodes to the same raw id.
 
 Calls with no usable id (same contract, an addition that leaves every version-1 id as it
-was): a raw id that is not a string, a number or a boolean, travels as its JSON text,
+was): a raw id that is not a string (a number or a boolean) travels as its JSON text,
 ``prefix + "-j" + payload`` (``encode_value``), and decodes to that text as a ``JsonText``,
 written back as it is; a call that had no id (missing, or null) gets a minted one,
 ``prefix + "-n"`` (``mint``), which decodes to itself. Both take occurrence tags.
@@ -91,9 +91,7 @@ def encode(raw: str, profile: Profile = "safe", occurrence: int = 1) -> str:
     """
     if occurrence == 1:
         return encoder(profile)(raw)
-    if occurrence < 1:
-        raise ValueError(f"occurrence must be 1 or more, not {occurrence}")
-    return f"{PREFIXES[profile]}{_payload(raw)}{TAG}{occurrence}"
+    return _tagged(PREFIXES[profile] + _payload(raw), occurrence)
 
 
 @functools.cache
@@ -125,6 +123,7 @@ def mint(profile: Profile = "safe", occurrence: int = 1) -> str:
 
 
 def _tagged(client_id: str, occurrence: int) -> str:
+    """``client_id`` as the ``occurrence``-th (an occurrence tag from the second on)."""
     if occurrence < 1:
         raise ValueError(f"occurrence must be 1 or more, not {occurrence}")
     return client_id if occurrence == 1 else f"{client_id}{TAG}{occurrence}"

@@ -38,6 +38,7 @@ from toolid.positions import (
     find_ids,
     history_members,
     path_order,
+    value_at,
 )
 from toolid.repair import Repaired, repair_request
 from toolid.trace import Exchange, exchange_of
@@ -288,7 +289,6 @@ type _Entry = tuple[str, int]  # a HAR entry's label and number
 
 # What a history tells that no single id does; the other codes are the ids' own (``assess``).
 _HISTORY_CODES: Final = frozenset({pairing.ORPHAN, pairing.MISSING})
-_PATH_PARTS: Final = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
 
 
 def _history_api(document: Any, api: Api | None = None) -> Api | None:
@@ -355,7 +355,7 @@ def _line_elements(document: Any, found: Sequence[Sighting]) -> list[tuple[Api |
     places = dict.fromkeys((s.api, pairing.element_path(s.api, s.path)) for s in found)
     elements: list[tuple[Api | None, Element]] = []
     for api, path in places:
-        element = _resolve(document, path)
+        element = value_at(document, path)
         if not isinstance(element, dict):
             continue
         member = history_members(api)[0]
@@ -373,19 +373,6 @@ def _line_elements(document: Any, found: Sequence[Sighting]) -> list[tuple[Api |
                 elements.append((None, Element(candidate["role"])))
                 break
     return elements
-
-
-def _resolve(document: Any, path: str) -> Any:
-    """The node at a concrete path (None: not there)."""
-    node = document
-    for index, name in _PATH_PARTS.findall(path):
-        if index and isinstance(node, list) and int(index) < len(node):
-            node = node[int(index)]
-        elif name and isinstance(node, dict):
-            node = node.get(name)
-        else:
-            return None
-    return node
 
 
 def _join(path: str, rest: str) -> str:
@@ -485,13 +472,12 @@ def assess(rows: list[Row], profile: codec.Profile = "safe") -> list[Assessed]:
                 pair = (sighting.api, sighting.kind, pairing.key_of(sighting.value))
                 if first_call.setdefault(pair, units[i]) != units[i]:
                     duplicates.add(i)
+            key = sighting.path.rsplit(".", 1)[-1]  # the member holding the id
             if sighting.role is LACKS:
-                key = sighting.path.rsplit(".", 1)[-1]
                 clients[i] = calls.lacking(units[i], key, sighting.value)
             elif sighting.encoded:
                 clients[i] = sighting.value
             elif defines:
-                key = sighting.path.rsplit(".", 1)[-1]
                 clients[i] = calls.defined(units[i], key, sighting.value)
             else:
                 clients[i] = calls.refer(units[i], sighting.value)

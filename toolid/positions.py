@@ -356,8 +356,8 @@ _make: Final = tuple.__new__
 
 # What ``_walk`` reads at one object, made from the table at import (``_plan``): its leaves
 # (member, what the id's path adds, slot, role, kind, the slot of calls lacking an id there
-# or None), its members (member, what the path
-# adds, what follows inside), and what follows past ``[]`` or ``[type=...]`` there.
+# or None), its members (member, what the path adds, what follows inside), and what follows
+# past ``[]`` or ``[type=...]`` there.
 type _Plan = tuple[
     tuple[tuple[str, str, int, Role, str, int | None], ...],
     tuple[tuple[str, str, _Plan], ...],
@@ -533,6 +533,19 @@ _PATH_PARTS: Final = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
 def path_steps(path: str) -> tuple[str | int, ...]:
     """The steps of a concrete path: member names, and array indices as numbers."""
     return tuple(int(index) if index else name for index, name in _PATH_PARTS.findall(path))
+
+
+def value_at(document: Any, path: str) -> Any:
+    """The value at a concrete path in a parsed ``document`` (None: not there)."""
+    node = document
+    for index, name in _PATH_PARTS.findall(path):
+        if index and isinstance(node, list) and int(index) < len(node):
+            node = node[int(index)]
+        elif name and isinstance(node, dict):
+            node = node.get(name)
+        else:
+            return None
+    return node
 
 
 def path_order(path: str) -> tuple[tuple[int, int, str], ...]:

@@ -55,7 +55,7 @@ from toolid.pairing import (
     located,
     turn_ends,
 )
-from toolid.positions import DEFINES, Api, Doc, Found, find_ids, path_order
+from toolid.positions import DEFINES, Api, Doc, Found, find_ids, path_order, value_at
 from toolid.report import show
 from toolid.value_spans import element_spans, value_span
 
@@ -159,20 +159,13 @@ class _Refused(Exception):
 
 
 def _unrepairable(content: bytes, document: Any, member: str, items: list[Any]) -> str:
-    if not isinstance(_at(document, member), list):
+    if not isinstance(value_at(document, member), list):
         return "the history is a single object, not a list"
     if not all(isinstance(item, dict) for item in items):
         return "an element of the history is not an object"
     if element_spans(content, member) is None:
         return "the history could not be located in the bytes"
     return ""
-
-
-def _at(document: Any, path: str) -> Any:
-    node = document
-    for name in path.split("."):
-        node = node.get(name) if isinstance(node, dict) else None
-    return node
 
 
 _ID_PART: Final = re.compile(r"[^|\s]+")
@@ -362,7 +355,7 @@ class _Plan:
         """The repairs, each with where ``repaired`` (the repaired request, parsed) holds
         what it put in, moved or renamed: the first element or block equal to it, or the
         first position holding the new id."""
-        items = _at(repaired, self.member)
+        items = value_at(repaired, self.member)
         items = items if isinstance(items, list) else []
         found = find_ids(repaired, self.api, Doc.REQUEST)
         placed = []
@@ -424,11 +417,10 @@ class _Plan:
         blocks = self.shape.blocks
         if blocks is None:
             return None
-        prefix = f"{self.member}[{number}].{blocks}["
-        if not result.path.startswith(prefix):
+        block = _block_index(result.path, f"{self.member}[{number}].{blocks}[")
+        if block < 0:
             raise _Refused(f"the result at {result.path} is not a block of its turn")
-        rest = result.path[len(prefix) :]
-        return int(rest[: rest.index("]")])
+        return block
 
     def _blocks(self, number: int) -> list[Any]:
         blocks = self.items[number].get(self.shape.blocks or "")
@@ -519,11 +511,7 @@ class _Plan:
         if isinstance(blocks, list):
             spans = self._block_spans(number)
             leading = 0
-            results = {
-                _block_index(one.path, f"{self.member}[{number}].{self.shape.blocks}[")
-                for n, one in self.numbered
-                if n == number and one.role is not DEFINES
-            }
+            results = set(self._result_blocks(number))
             while leading in results and (number, leading) not in self.dropped:
                 leading += 1
             if leading < len(spans):
@@ -546,6 +534,7 @@ class _Plan:
 
 
 def _block_index(path: str, prefix: str) -> int:
+    """The number after ``prefix`` (``messages[3].content[``) in ``path``; -1: not there."""
     if not path.startswith(prefix):
         return -1
     rest = path[len(prefix) :]
