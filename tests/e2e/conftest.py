@@ -350,3 +350,14 @@ def _mitmdump_health(request: pytest.FixtureRequest, mitm: MitmdumpPool) -> Iter
             problems.append(f"mitmdump {inst.mode} {inst.options} logged an error:\n{text}")
     if problems:
         pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def no_aws_configuration(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No AWS configuration of the machine reaches boto3."""
+    for name in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("AWS_BEARER_TOKEN_BEDROCK", raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")

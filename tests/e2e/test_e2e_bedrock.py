@@ -22,7 +22,6 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -82,14 +81,9 @@ def bedrock_proxy(
 
 
 @pytest.fixture(autouse=True)
-def aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No AWS configuration of the machine reaches boto3."""
-    for name in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("AWS_BEARER_TOKEN_BEDROCK", raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+def aws_environment(no_aws_configuration: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No AWS configuration of the machine (``no_aws_configuration``), and no proxy, reaches
+    boto3."""
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
 

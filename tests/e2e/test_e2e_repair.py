@@ -18,11 +18,8 @@ A clean history reaches the stand-in byte for byte either way.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -40,8 +37,7 @@ from standin import Exchange, ScenarioHandle, UpstreamServer, responses
 from standin.bedrock import BedrockStandIn, error
 from standin.pairing_rules import pairing_error
 from standin.replies import Reply
-from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
+from standin.responses_ws import Connection, ResponsesWsUpstream
 from websockets.sync.client import connect
 
 import toolid
@@ -549,17 +545,6 @@ def bedrock_proxies(mitm: MitmdumpPool, bedrock: StrictBedrock) -> tuple[Mitmdum
     return mitm.get(mode=mode), mitm.get(mode=mode, toolid_repair=True)
 
 
-@pytest.fixture
-def no_aws_configuration(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No AWS configuration of the machine reaches boto3."""
-    for name in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("AWS_BEARER_TOKEN_BEDROCK", raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-
-
 def converse(proxy: Mitmdump, history: list[Any], stream: bool) -> None:
     """Converse (or ConverseStream) with boto3, unsigned, through ``proxy``; its parameter
     checks off, so that it sends an empty id as it is."""
@@ -610,53 +595,20 @@ def test_converse_a_broken_history_is_refused_without_repair_and_taken_with_it(
 # --- Responses over WebSocket -------------------------------------------------------------------
 
 
-class StrictResponsesSocket:
-    """A Responses WebSocket stand-in that judges each ``response.create``'s pairing: an
-    ``error`` event with the host's text, else a streamed final text."""
+class StrictResponsesSocket(ResponsesWsUpstream):
+    """The Responses WebSocket stand-in (``ResponsesWsUpstream``) judging each
+    ``response.create``'s pairing: an ``error`` event with the host's text, else a streamed
+    final text."""
 
-    def __init__(self) -> None:
-        self.received: list[str] = []
-        self.port = 0
-        self._server: Server | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
+    @property
+    def received(self) -> list[str]:
+        """Every client message, in order."""
+        return [m.text for conn in self.connections for m in conn.messages if m.from_client]
 
-    def start(self) -> StrictResponsesSocket:
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("the WebSocket stand-in did not start")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._server is not None:
-            self._loop.call_soon_threadsafe(self._server.close)
-        self._thread.join(10)
-
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        async with serve(self._handler, "127.0.0.1", 0) as server:
-            self._server = server
-            self.port = next(iter(server.sockets)).getsockname()[1]
-            self._ready.set()
-            await server.wait_closed()
-
-    async def _handler(self, ws: ServerConnection) -> None:
-        try:
-            async for data in ws:
-                message = data if isinstance(data, str) else data.decode()
-                self.received.append(message)
-                for event in self.answer(json.loads(message)):
-                    await ws.send(json.dumps(event))
-        except ConnectionClosed:
-            pass
-
-    @staticmethod
-    def answer(request: dict[str, Any]) -> list[Any]:
-        problem = pairing_error("responses", request)
+    def _answer(self, conn: Connection, text: str, turns_of: dict[str, int]) -> list[Any]:
+        problem = pairing_error("responses", json.loads(text))
         if problem is not None:
-            failure = {"type": "invalid_request_error", "code": None, "message": problem}
-            return [{"type": "error", "status": 400, "error": failure}]
+            return [self._error(400, problem)]
         return [event for _, event in responses.stream(Reply(text="Done.", model="m"))]
 
 
@@ -705,9 +657,11 @@ def test_websocket_a_broken_history_is_refused_without_repair_and_taken_with_it(
 
     mark = repairing_proxy.mark()
     events = over_socket(repairing_proxy, history)
-    repairing_proxy.wait_for_log("message 1: repaired: ", mark)
+    made = toolid.repair_request(broken.encode(), api=toolid.Api.RESPONSES)
+    count = len(made.repairs)
+    logged = f"message 1: repaired {count} pairing problem{'s' if count != 1 else ''}: "
+    repairing_proxy.wait_for_log(logged, mark)
     assert events[-1]["type"] == "response.completed", events[-1]
     repaired = socket_standin.received[-1]
-    made = toolid.repair_request(broken.encode(), api=toolid.Api.RESPONSES)
     assert made.repairs and repaired.encode() == made.content
     assert pairing_error("responses", json.loads(repaired)) is None

@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import anthropic
@@ -399,17 +398,6 @@ def bedrock_proxy(mitm: MitmdumpPool, converse_standin: UnusableIdsBedrock) -> M
     return mitm.get(toolid_host_rules=f"{converse_standin.authority}=bedrock")
 
 
-@pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No AWS configuration of the machine reaches boto3."""
-    for name in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("AWS_BEARER_TOKEN_BEDROCK", raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-
-
 def bedrock_client(standin: UnusableIdsBedrock, proxy: Mitmdump | None) -> Any:
     """An unsigned boto3 bedrock-runtime client at the stand-in (through ``proxy``)."""
     options: dict[str, Any] = {
@@ -481,7 +469,7 @@ def _blocks(events: list[Any]) -> tuple[list[Any], list[list[Any]]]:
 OPS: tuple[Op, ...] = ("converse", "converse_stream")
 
 
-@pytest.mark.usefixtures("aws")
+@pytest.mark.usefixtures("no_aws_configuration")
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_converse_through_toolid(
@@ -501,7 +489,7 @@ def test_converse_through_toolid(
     check_got_back(got, kept, shape, strict=True)
 
 
-@pytest.mark.usefixtures("aws")
+@pytest.mark.usefixtures("no_aws_configuration")
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_converse_without_toolid(
