@@ -73,14 +73,14 @@ class Metrics:
 
     def count_ids(self, changes: Iterable[Change]) -> None:
         """Count each changed id position by its action (an encoded id that carries an
-        occurrence tag counts as ``tagged``)."""
-        ids = self.ids
-        tag = codec.TAG
-        for change in changes:
+        occurrence tag counts as ``tagged``). Counted per distinct change: a stream names a
+        call's id in event after event, one change repeated."""
+        ids, tag = self.ids, codec.TAG
+        for change, count in Counter(changes).items():
             action: str = change.action
             if action == "encoded" and tag in change.client and codec.occurrence(change.client) > 1:
                 action = "tagged"
-            ids[action] += 1
+            ids[action] += count
 
     def count_pairing(self, codes: Iterable[str]) -> None:
         """Count a request's pairing problems by code."""

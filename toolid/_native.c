@@ -432,6 +432,28 @@ static int value(Scan *s, PyObject *spec, Arena *a) {
 }
 
 /* --- id_spans: the table's tree walked over what the parse kept ----------------------------- */
+/* The strings and the call of the rows made so far in one call: a stream names a call's id,
+ * path and type in event after event, and a row takes the objects of an equal one before. */
+#define MEMO_SIZE 16
+typedef struct { PyObject *text[MEMO_SIZE], *call; unsigned next; } Memo; /* text: ASCII strs */
+
+static void memo_clear(Memo *m) {
+    for (int i = 0; i < MEMO_SIZE; i++) Py_CLEAR(m->text[i]);
+    Py_CLEAR(m->call);
+}
+
+/* The str of the UTF-8 text[:size] (a new reference, or NULL): the memo's if it holds one. */
+static PyObject *memo_str(Memo *m, const char *text, Py_ssize_t size) {
+    for (int i = 0; i < MEMO_SIZE; i++)
+        if (m->text[i] && PyUnicode_GET_LENGTH(m->text[i]) == size &&
+            memcmp(PyUnicode_DATA(m->text[i]), text, size) == 0)
+            return Py_NewRef(m->text[i]);
+    PyObject *made = PyUnicode_DecodeUTF8(text, size, NULL);
+    if (made && PyUnicode_IS_COMPACT_ASCII(made))
+        Py_XSETREF(m->text[m->next++ % MEMO_SIZE], Py_NewRef(made));
+    return made;
+}
+
 /* Where a walk stands: its path so far (as positions.Found.path spells it) and the numbers of
  * the calls it is inside (positions.Tree: numbered elements add their own). */
 typedef struct {
@@ -442,6 +464,7 @@ typedef struct {
     Py_ssize_t size;
     long long numbers[MAX_NUMBERS];
     PyObject *found; /* a list of (start, end, slot, call, path, holder type, value) */
+    Memo *memo;
 } Walk;
 
 /* Add text[:size] to the path: 1, or 0 (too long: not vouched; the caller restores it). */
@@ -486,8 +509,24 @@ static PyObject *type_of(Walk *w, int object) {
     int kind = member(w->arena, object, NULL, "type");
     const Node *n = kind >= 0 ? &w->arena->nodes[kind] : NULL; /* no escapes: the parse vouched */
     if (n == NULL || n->kind != A_STR) return NULL;
-    return PyUnicode_DecodeUTF8((const char *)w->buffer + n->start + 1, n->end - n->start - 2,
-                                NULL);
+    return memo_str(w->memo, (const char *)w->buffer + n->start + 1, n->end - n->start - 2);
+}
+
+/* The tuple of the call's numbers (a new reference, or NULL): the memo's if equal. */
+static PyObject *call_of(Walk *w) {
+    PyObject *call = w->memo->call;
+    int same = call != NULL && LEN(call) == w->count;
+    for (int i = 0; same && i < w->count; i++)
+        same = PyLong_AsLongLong(ITEM(call, i)) == w->numbers[i];
+    if (same) return Py_NewRef(call);
+    if ((call = PyTuple_New(w->count)) == NULL) return NULL;
+    for (int i = 0; i < w->count; i++) {
+        PyObject *number = PyLong_FromLongLong(w->numbers[i]);
+        if (number == NULL) return Py_DECREF(call), NULL;
+        PyTuple_SET_ITEM(call, i, number);
+    }
+    Py_XSETREF(w->memo->call, Py_NewRef(call));
+    return call;
 }
 
 /* Record the id in the string node value, member key of object holder, at slot: its row, each
@@ -504,15 +543,14 @@ static int found(Walk *w, int holder, int value, PyObject *key, PyObject *slot) 
     const Node *n = value >= 0 ? &w->arena->nodes[value] : &missing;
     int quoted = n->kind == A_STR; /* no escapes in a string: the parse vouched */
     const char *text = (const char *)w->buffer + n->start + quoted;
-    PyObject *row = PyTuple_New(7), *call = row ? PyTuple_New(w->count) : NULL, *item = call;
+    PyObject *row = PyTuple_New(7), *call = row ? call_of(w) : NULL, *item = call;
     if (call) PyTuple_SET_ITEM(row, 3, call);
-    for (int i = 0; item && i < w->count; i++) PUT(call, i, PyLong_FromLongLong(w->numbers[i]));
     if (item && (item = type_of(w, holder)) == NULL && !PyErr_Occurred()) item = Py_NewRef(Py_None);
     if (item) PyTuple_SET_ITEM(row, 5, item);
     PUT(row, 0, PyLong_FromSsize_t(n->start));
     PUT(row, 1, PyLong_FromSsize_t(n->end));
-    PUT(row, 4, PyUnicode_DecodeUTF8(w->path, w->size, NULL));
-    PUT(row, 6, PyUnicode_DecodeUTF8(text, n->end - n->start - 2 * quoted, NULL));
+    PUT(row, 4, memo_str(w->memo, w->path, w->size));
+    PUT(row, 6, memo_str(w->memo, text, n->end - n->start - 2 * quoted));
     if (item) PyTuple_SET_ITEM(row, 2, Py_NewRef(slot));
     w->size = saved;
     int appended = item ? PyList_Append(w->found, row) : -1;
@@ -590,7 +628,7 @@ static int walk(Walk *w, int node, PyObject *tree) {
 
 /* The ids of the JSON object b[start:end] (the table checked; nodes in a): a list, None or NULL. */
 static PyObject *ids_of(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, PyObject *table,
-                        Arena *a) {
+                        Arena *a, Memo *memo) {
     Scan s = {b, b + start, b + end, 1, 0, 0};
     Walk w;
     PyObject *roots = ITEM(table, 2), *result = NULL;
@@ -599,7 +637,7 @@ static PyObject *ids_of(const unsigned char *b, Py_ssize_t start, Py_ssize_t end
     if (vouched) skip_ws(&s);
     if (!PyErr_Occurred() && (!vouched || s.p != s.end)) result = Py_NewRef(Py_None);
     else if (!PyErr_Occurred() && (w.found = PyList_New(0)) != NULL) {
-        w.arena = a, w.buffer = b, w.size = 0, w.count = 0;
+        w.arena = a, w.buffer = b, w.size = 0, w.count = 0, w.memo = memo;
         w.numbered = ITEM(table, 3) == Py_True;
         for (Py_ssize_t i = 0; i < LEN(roots) && w.count == 0; i++) { /* an event's call */
             int root = member(a, 0, ITEM(roots, i), NULL);
@@ -618,7 +656,9 @@ static PyObject *id_spans(PyObject *Py_UNUSED(module), PyObject *const *args, Py
     if (nargs != 2) return reject(PyExc_TypeError, "id_spans(document, table)"), NULL;
     if (!check_table(args[1]) || get_buffer(args[0], &view, "document") < 0) return NULL;
     Arena a = {NULL, 0, 0};
-    PyObject *result = ids_of(view.buf, 0, view.len, args[1], &a);
+    Memo memo = {{NULL}, NULL, 0};
+    PyObject *result = ids_of(view.buf, 0, view.len, args[1], &a, &memo);
+    memo_clear(&memo);
     PyMem_Free(a.nodes);
     PyBuffer_Release(&view);
     return result;
@@ -741,6 +781,7 @@ static PyObject *event_ids(PyObject *Py_UNUSED(module), PyObject *const *args, P
     const unsigned char *b = view.buf;
     Py_ssize_t n = view.len, start = 0;
     Arena a = {NULL, 0, 0}; /* the nodes of each event's parse, reused */
+    Memo memo = {{NULL}, NULL, 0};
     PyObject *events = memchr(b, '\r', n) ? NULL : PyList_New(0), *result = NULL;
     while (events) {
         Py_ssize_t hit = next_hit(&m, b, start, n), blank = (hit < 0 ? n : hit) - 2;
@@ -754,7 +795,7 @@ static PyObject *event_ids(PyObject *Py_UNUSED(module), PyObject *const *args, P
         if (ends == NULL) break;
         Py_ssize_t end = ends - b + 2; /* the event [start, end) holds a marker */
         Py_ssize_t at = end - start <= limit ? data_line(b, start, end - 2) : -1;
-        PyObject *ids = at >= 0 ? ids_of(b, at, end - 2, args[3], &a) : Py_NewRef(Py_None);
+        PyObject *ids = at >= 0 ? ids_of(b, at, end - 2, args[3], &a, &memo) : Py_NewRef(Py_None);
         PyObject *event = ids ? Py_BuildValue("(nnN)", start, end, ids) : NULL;
         if (event == NULL || PyList_Append(events, event) < 0) Py_CLEAR(events);
         Py_XDECREF(event);
@@ -762,6 +803,7 @@ static PyObject *event_ids(PyObject *Py_UNUSED(module), PyObject *const *args, P
     }
     if (events) result = Py_BuildValue("(nN)", start, events);
     else if (!PyErr_Occurred()) result = Py_NewRef(Py_None); /* a CR: not this function's */
+    memo_clear(&memo);
     PyMem_Free(a.nodes);
     PyBuffer_Release(&view);
     return result;

@@ -247,27 +247,36 @@ def find_ids(document: Any, api: Api, doc: Doc) -> list[Found]:
         else:
             return found + lacking if lacking else found
     # a position's ids, then the calls lacking one at each required position
-    slots: list[list[Found]] = [[] for _ in range(count)]
+    slots: list[list[Found] | None] = [None] * count  # a list made for a slot with an id
     _walk(document, plan, "", call, slots)
-    return slots[0] if len(slots) == 1 else [one for each in slots for one in each]
+    filled = [each for each in slots if each is not None]
+    if len(filled) < 2:
+        return filled[0] if filled else []
+    return list(itertools.chain.from_iterable(filled))
 
 
 def _walk(
-    node: dict[str, Any], plan: _Plan, path: str, call: Call, found: list[list[Found]]
+    node: dict[str, Any], plan: _Plan, path: str, call: Call, found: list[list[Found] | None]
 ) -> None:
-    """Add to ``found`` (a list per position) the ids at ``plan`` in the object ``node``
-    (whose concrete path is ``path``, whose call numbers so far are ``call``): depth first,
-    so each position's ids come in document order."""
+    """Add to ``found`` (a list per position, None until it has one) the ids at ``plan`` in
+    the object ``node`` (whose concrete path is ``path``, whose call numbers so far are
+    ``call``): depth first, so each position's ids come in document order."""
     leaves, members, elements = plan
     for key, where, slot, role, kind, lacks in leaves:
         if type(value := node.get(key)) is str:
-            row = (node, key, value, path + where, role, call, kind, None)
-            found[slot].append(_make(Found, row))
+            row, into = (node, key, value, path + where, role, call, kind, None), slot
         elif lacks is not None and (text := unusable(node, key)) is not None:
-            row = (node, key, text, path + where, LACKS, call, kind, None)
-            found[lacks].append(_make(Found, row))
+            row, into = (node, key, text, path + where, LACKS, call, kind, None), lacks
+        else:
+            continue
+        if (ids := found[into]) is None:
+            found[into] = [_make(Found, row)]
+        else:
+            ids.append(_make(Found, row))
     for key, where, inside in members:
         child = node.get(key)
+        if child is None:  # most objects have few of the members a table reads
+            continue
         if isinstance(child, dict):
             _walk(child, inside, path + where, call, found)
         elif isinstance(child, list) and (items := inside[2]) is not None:

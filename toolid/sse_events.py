@@ -178,7 +178,9 @@ def _located(
         else:
             ids.extend(call_order(found))
             if refers and defined is not None:
-                defined += (b'"' + f.value.encode() + b'"' for f in found if f.role is DEFINES)
+                for one in found:
+                    if one.role is DEFINES:
+                        defined.append(b'"' + one.value.encode() + b'"')
     return end, ids, unread
 
 
