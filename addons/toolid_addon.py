@@ -554,7 +554,7 @@ class ToolId:
         """Record what rewriting a body did, and put the new body in (unless observing);
         ``new``: the body is another than the message's (a repaired request)."""
         for problem in result.problems:
-            self.records.problem(flow, problem)
+            self.records.problem(flow, problem.line())
         self.records.note(flow, side, result.changes, why)
         if not self.observe and (result.changed or new):
             _set_body(message, headers, result.body)
@@ -644,7 +644,7 @@ class ToolId:
                         self.records.note(flow, "response", pending)
                         pending.clear()
                     for problem in result.problems:
-                        self.records.problem(flow, problem)
+                        self.records.problem(flow, problem.line())
                 except Exception as exc:  # never let an exception reach mitmproxy's loop
                     self.records.problem(flow, f"stream rewriting failed: {exc!r}")
             if observe:

@@ -119,7 +119,7 @@ class ResponsesSockets:
             side = "response"
             result = connection.server_message(content)
         for problem in result.problems:
-            records.problem(flow, f"message {number}: {problem}")
+            records.problem(flow, f"message {number}: {problem.line()}")
         stats = records.of(flow).setdefault("websocket", {})
         stats["messages"] = stats.get("messages", 0) + 1
         stats["responses"] = connection.responses
