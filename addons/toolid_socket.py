@@ -21,7 +21,7 @@ from mitmproxy import http, websocket
 from toolid_records import FlowRecords, describe, where
 
 import toolid
-from toolid import Change, Profile, Rewritten, api_from_path, apis_framed_as, report, rules
+from toolid import Change, Profile, Rewritten, RuleSet, api_from_path, apis_framed_as, report
 
 #: The APIs spoken over WebSocket (the Responses API).
 SOCKET_APIS = apis_framed_as("websocket")
@@ -61,7 +61,7 @@ class ResponsesSockets:
     def start(
         self,
         flow: http.HTTPFlow,
-        rules_for: Callable[[http.HTTPFlow], rules.RuleSet | None],
+        rules_for: Callable[[http.HTTPFlow], RuleSet | None],
         profile: Profile,
     ) -> None:
         """A WebSocket opened: hold a connection for it if it is the Responses API's, with the

@@ -19,7 +19,9 @@ bytes back with what changed.
   ``api_from_path``, ``streamed_route``, ``RECORDS``: what those take and give.
 
 Modules the mitmproxy addon reads for its glue: ``scope`` (host patterns), ``report``
-(records and summaries), ``annotate`` (the contentview), ``trace`` (ids in captured flows).
+(records and summaries), ``annotate`` (the contentview), ``trace`` (ids in captured flows),
+``signing`` (is a request signed over its bytes?), ``rules`` (the built-in rules its options'
+help names).
 """
 
 from toolid.apis import RECORDS, api_from_path, apis_framed_as, streamed_route
