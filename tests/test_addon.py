@@ -1135,6 +1135,25 @@ def test_repair_makes_a_broken_history_valid_and_records_it(addon, caplog):
     assert len(infos) == 1
 
 
+def test_a_history_it_cannot_repair_passes_with_the_reason(addon, caplog):
+    """A history toolid cannot repair with certainty goes on as it came: the reason in
+    ``repair_refused`` and one warning, in the words ``toolid.repair_request`` gives."""
+    toolid, tctx = addon
+    tctx.configure(toolid, toolid_repair=True)
+    original = json.dumps(
+        {"model": "m", "messages": [{"role": "tool", "tool_call_id": "call_zzz"}, 5]}
+    ).encode()
+    flow = request_flow(original)
+    with caplog.at_level(logging.WARNING):
+        toolid.request(flow)
+    assert flow.request.content == original
+    why = "an element of the history is not an object"
+    assert flow.metadata["toolid"]["repair_refused"] == why
+    assert f"toolid: GET 127.0.0.1/v1/chat/completions: pairing not repaired: {why}" in [
+        record.getMessage() for record in caplog.records
+    ]
+
+
 def test_repair_observed_changes_nothing(addon):
     toolid, tctx = addon
     tctx.configure(toolid, toolid_repair=True, toolid_mode="observe")
