@@ -44,17 +44,22 @@ import toolid
 from toolid import (
     DEFAULT_MAX_EVENT_BYTES,
     PROFILES,
+    RULE_SETS,
     Api,
     Change,
+    Destinations,
     Framing,
+    HostRule,
+    ModelRule,
     Profile,
     Rewritten,
     RewrittenRequest,
+    RuleSet,
     Taken,
     api_from_path,
-    codec,
-    destination,
     framing_of,
+    parse_host_rules,
+    parse_model_rules,
     report,
     rules,
     scope,
@@ -114,10 +119,10 @@ class ToolId:
         # Which rule set each request's destination has, by its model, host and path: the
         # user's toolid_model_rules, toolid_host_rules and toolid_strict_hosts, then the
         # built-in host and model rules (toolid.destination).
-        self.model_rules: tuple[destination.ModelRule, ...] = ()
-        self.host_rules: tuple[destination.HostRule, ...] = ()
+        self.model_rules: tuple[ModelRule, ...] = ()
+        self.host_rules: tuple[HostRule, ...] = ()
         self.strict_hosts: tuple[scope.HostPattern, ...] = ()
-        self.destinations = destination.Destinations()
+        self.destinations = Destinations()
         self.view = ToolIdView()
         self._allow_hosts_set: list[str] = []  # the allow_hosts value toolid put in place
         # Options read on every flow, kept as attributes (an option lookup is not free).
@@ -156,7 +161,7 @@ class ToolId:
             Sequence[str],
             [],
             "Id rules of upstream hosts, as HOST=RULESET (repeat the option or separate with "
-            f"commas); rule sets: {', '.join([*rules.RULE_SETS, rules.NO_RULES])}. Requests "
+            f"commas); rule sets: {', '.join([*RULE_SETS, rules.NO_RULES])}. Requests "
             "to such a host get ids it accepts (restored, as sent, or a mapped form), and "
             "distinct call ids. Adds to and overrides the built-in "
             f"{', '.join(rules.DEFAULT_HOST_RULES)}. HOST may end in /PATH, a glob on the "
@@ -259,16 +264,14 @@ class ToolId:
             self.strict_hosts = _parse_hosts("toolid_strict_hosts", ctx.options.toolid_strict_hosts)
         if "toolid_host_rules" in updated:
             self.host_rules = _parse_rules(
-                "toolid_host_rules", destination.parse_host_rules, ctx.options.toolid_host_rules
+                "toolid_host_rules", parse_host_rules, ctx.options.toolid_host_rules
             )
         if "toolid_model_rules" in updated:
             self.model_rules = _parse_rules(
-                "toolid_model_rules", destination.parse_model_rules, ctx.options.toolid_model_rules
+                "toolid_model_rules", parse_model_rules, ctx.options.toolid_model_rules
             )
         if updated & {"toolid_model_rules", "toolid_host_rules", "toolid_strict_hosts"}:
-            self.destinations = destination.Destinations(
-                self.model_rules, self.host_rules, self.strict_hosts
-            )
+            self.destinations = Destinations(self.model_rules, self.host_rules, self.strict_hosts)
         for option, allowed in (
             ("toolid_profile", PROFILES),
             ("toolid_mode", MODES),
@@ -349,12 +352,12 @@ class ToolId:
         occurrence 2 or more: the tagged id of the k-th call that carries it."""
         if occurrence < 1:
             raise exceptions.CommandError(f"occurrence must be 1 or more, not {occurrence}")
-        return codec.encode(tool_id, ctx.options.toolid_profile, occurrence)
+        return toolid.encode(tool_id, ctx.options.toolid_profile, occurrence)
 
     @_command("toolid.decode")
     def decode_id(self, tool_id: str) -> str:
         """The raw upstream id inside a client id (other ids come back unchanged)."""
-        return codec.decode(tool_id)
+        return toolid.decode(tool_id)
 
     @_command("toolid.trace")
     def trace(self, tool_id: str, flows: Sequence[mflow.Flow] = EVERY_FLOW) -> Sequence[str]:
@@ -365,8 +368,8 @@ class ToolId:
             flows = _every_flow()
         lines = trace_lines(tool_id, flows)
         header = f"toolid.trace {report.show(tool_id)}"
-        if codec.decode(tool_id) != tool_id:
-            header += f" (raw {report.show(codec.decode(tool_id))})"
+        if toolid.decode(tool_id) != tool_id:
+            header += f" (raw {report.show(toolid.decode(tool_id))})"
         if lines:
             count = f"{len(lines)} sighting{'s' if len(lines) != 1 else ''}"
             logger.info("\n  ".join([f"{header}: {count}", *lines]))
@@ -554,7 +557,7 @@ class ToolId:
         """Record what rewriting a body did, and put the new body in (unless observing);
         ``new``: the body is another than the message's (a repaired request)."""
         for problem in result.problems:
-            self.records.problem(flow, problem)
+            self.records.problem(flow, problem.line())
         self.records.note(flow, side, result.changes, why)
         if not self.observe and (result.changed or new):
             _set_body(message, headers, result.body)
@@ -644,7 +647,7 @@ class ToolId:
                         self.records.note(flow, "response", pending)
                         pending.clear()
                     for problem in result.problems:
-                        self.records.problem(flow, problem)
+                        self.records.problem(flow, problem.line())
                 except Exception as exc:  # never let an exception reach mitmproxy's loop
                     self.records.problem(flow, f"stream rewriting failed: {exc!r}")
             if observe:
@@ -687,7 +690,7 @@ class ToolId:
     def _in_scope(self, flow: http.HTTPFlow) -> bool:
         return self._every_host or scope.covers(self.hosts, flow.request.host, flow.request.port)
 
-    def _rules_for(self, flow: http.HTTPFlow) -> rules.RuleSet | None:
+    def _rules_for(self, flow: http.HTTPFlow) -> RuleSet | None:
         """The id rules of the flow's upstream by its host and path alone (no body to read
         a model from; ``toolid.destination``)."""
         request = flow.request

@@ -97,9 +97,10 @@ class FlowRecords:
         warning. The repaired bytes, or None (none made, or observing)."""
         record = self.of(flow)
         at = describe(flow) + (f": message {message}" if message is not None else "")
-        if repaired.refused:
-            logger.warning(f"toolid: {at}: pairing not repaired: {repaired.refused}")
-            record["repair_refused"] = repaired.refused
+        if repaired.refused is not None:
+            why = repaired.refused.line()
+            logger.warning(f"toolid: {at}: pairing not repaired: {why}")
+            record["repair_refused"] = why
             return None
         if not repaired.repairs:
             return None

@@ -21,7 +21,7 @@ from mitmproxy import http, websocket
 from toolid_records import FlowRecords, describe, where
 
 import toolid
-from toolid import Change, Profile, Rewritten, api_from_path, apis_framed_as, report, rules
+from toolid import Change, Profile, Rewritten, RuleSet, api_from_path, apis_framed_as, report
 
 #: The APIs spoken over WebSocket (the Responses API).
 SOCKET_APIS = apis_framed_as("websocket")
@@ -61,7 +61,7 @@ class ResponsesSockets:
     def start(
         self,
         flow: http.HTTPFlow,
-        rules_for: Callable[[http.HTTPFlow], rules.RuleSet | None],
+        rules_for: Callable[[http.HTTPFlow], RuleSet | None],
         profile: Profile,
     ) -> None:
         """A WebSocket opened: hold a connection for it if it is the Responses API's, with the
@@ -119,7 +119,7 @@ class ResponsesSockets:
             side = "response"
             result = connection.server_message(content)
         for problem in result.problems:
-            records.problem(flow, f"message {number}: {problem}")
+            records.problem(flow, f"message {number}: {problem.line()}")
         stats = records.of(flow).setdefault("websocket", {})
         stats["messages"] = stats.get("messages", 0) + 1
         stats["responses"] = connection.responses

@@ -13,7 +13,7 @@ from typing import Any
 
 from mitmproxy import contentviews, ctx, http, websocket
 
-from toolid import annotate, apis_framed_as, codec, report
+from toolid import Profile, annotate, apis_framed_as, report
 from toolid.trace import api_of
 
 _SOCKET_APIS = apis_framed_as("websocket")  # a WebSocket message of theirs is a document
@@ -196,7 +196,7 @@ def pairing_marks(record: Mapping[str, Any]) -> dict[str, str]:
     return {path: f"⚠ {', '.join(codes)}" for path, codes in marks.items()}
 
 
-def _profile() -> codec.Profile:
+def _profile() -> Profile:
     try:
         profile = ctx.options.toolid_profile
     except AttributeError:  # no master, or the option is not loaded

@@ -22,11 +22,8 @@ from mitmproxy.test import taddons, tflow
 from addons import toolid_addon
 from addons.toolid_addon import DRAIN_EVERY, MARK_CHANGED, MARK_PROBLEM, ToolId
 from addons.toolid_records import LOG_EVERY, MAX_RECORDS, describe
-from toolid import Taken, encode, pairing
-from toolid import body as body_module
-from toolid import rewrite as rewrite_module
+from toolid import ResponseStream, Taken, encode, pairing, rewrite_request
 from toolid.positions import Api
-from toolid.stream import StreamRewriter
 
 RAW = "functions.get_weather:0"
 CLIENT = encode(RAW)  # tid1_functions-2Eget_weather-3A0
@@ -421,7 +418,7 @@ def test_unexpected_error_never_escapes(addon, monkeypatch, caplog):
     def explode(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(body_module, "rewrite", explode)
+    monkeypatch.setattr("toolid.rewrite_request", explode)
     flow = request_flow(chat_request())
     before = flow.request.content
     with caplog.at_level(logging.WARNING):
@@ -575,7 +572,7 @@ def test_stream_exception_falls_back_to_pass_through(addon, caplog, backend, mon
     toolid, _ = addon
     flow = sse_flow()
     toolid.responseheaders(flow)
-    monkeypatch.setattr(StreamRewriter, "feed", _boom)
+    monkeypatch.setattr("toolid.ResponseStream.feed", _boom)
     with caplog.at_level(logging.WARNING):
         assert flow.response.stream(b"data: x\n\n") == b"data: x\n\n"
     assert flow.marked == MARK_PROBLEM
@@ -711,14 +708,14 @@ def test_a_stream_lets_go_of_its_rewriter_at_its_end(addon, backend, monkeypatch
     callable (held by the flow) drops its rewriter, so what that holds (the calls' ids, the
     buffers) goes at once, not with the flow."""
     toolid, _ = addon
-    made: list[weakref.ref[StreamRewriter]] = []
+    made: list[weakref.ref[ResponseStream]] = []
 
-    class Watched(StreamRewriter):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
+    class Watched(ResponseStream):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
             made.append(weakref.ref(self))
 
-    monkeypatch.setattr(rewrite_module, "StreamRewriter", Watched)
+    monkeypatch.setattr("toolid.ResponseStream", Watched)
     flow = sse_flow()
     toolid.responseheaders(flow)
     callable_ = flow.response.stream
@@ -1138,6 +1135,25 @@ def test_repair_makes_a_broken_history_valid_and_records_it(addon, caplog):
     assert len(infos) == 1
 
 
+def test_a_history_it_cannot_repair_passes_with_the_reason(addon, caplog):
+    """A history toolid cannot repair with certainty goes on as it came: the reason in
+    ``repair_refused`` and one warning, in the words ``toolid.repair_request`` gives."""
+    toolid, tctx = addon
+    tctx.configure(toolid, toolid_repair=True)
+    original = json.dumps(
+        {"model": "m", "messages": [{"role": "tool", "tool_call_id": "call_zzz"}, 5]}
+    ).encode()
+    flow = request_flow(original)
+    with caplog.at_level(logging.WARNING):
+        toolid.request(flow)
+    assert flow.request.content == original
+    why = "an element of the history is not an object"
+    assert flow.metadata["toolid"]["repair_refused"] == why
+    assert f"toolid: GET 127.0.0.1/v1/chat/completions: pairing not repaired: {why}" in [
+        record.getMessage() for record in caplog.records
+    ]
+
+
 def test_repair_observed_changes_nothing(addon):
     toolid, tctx = addon
     tctx.configure(toolid, toolid_repair=True, toolid_mode="observe")
@@ -1184,7 +1200,7 @@ def test_a_pairing_bug_never_costs_the_request(addon, monkeypatch, caplog):
     def broken(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(toolid_addon.RewrittenRequest, "pairing_problems", broken)
+    monkeypatch.setattr("toolid.RewrittenRequest.pairing_problems", broken)
     original = chat_request()
     flow = request_flow(original)
     with caplog.at_level(logging.WARNING):
@@ -1221,13 +1237,13 @@ def test_the_collector_is_held_off_while_a_body_is_rewritten(addon, monkeypatch,
     by reference counting first), on again after; one the user turned off stays off."""
     toolid, _ = addon
     seen: list[bool] = []
-    rewrite = toolid_addon.toolid.rewrite_request
+    rewrite = rewrite_request
 
     def watched(*args: Any, **kwargs: Any) -> Any:
         seen.append(gc.isenabled())
         return rewrite(*args, **kwargs)
 
-    monkeypatch.setattr(toolid_addon.toolid, "rewrite_request", watched)
+    monkeypatch.setattr("toolid.rewrite_request", watched)
     was = gc.isenabled()
     (gc.enable if enabled else gc.disable)()
     try:

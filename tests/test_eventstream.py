@@ -22,6 +22,7 @@ from toolid.body import Direction, Policy
 from toolid.eventstream import FrameSplitter, frame, headers_of, payload_of, replace_payload
 from toolid.eventstream_rewrite import EventStreamRewriter
 from toolid.positions import Api
+from toolid.problem import EVENT_TOO_LARGE, FRAME_CORRUPT, STREAM_ENDED_INSIDE
 
 RAW = "functions.get_weather:0"
 CLIENT = encode(RAW)
@@ -268,7 +269,7 @@ def test_a_bad_crc_fails_open_with_one_warning(offset):
     for at in (0, 5, 13, len(source) // 2, len(source)):
         out, rewriter = rewrite([source[:at], source[at:]], Api.CONVERSE)
         assert out == source  # the stream passes as it came
-        assert len(rewriter.problems) == 1
+        assert [problem.code for problem in rewriter.problems] == [FRAME_CORRUPT]
 
 
 def test_a_bad_crc_later_keeps_what_went_before():
@@ -278,7 +279,7 @@ def test_a_bad_crc_later_keeps_what_went_before():
     source = b"".join(frames[:-1]) + bytes(bad)
     out, rewriter = rewrite([source], Api.CONVERSE)
     assert out == b"".join(eventstreams.converse_frames(CLIENT)[:-1]) + bytes(bad)
-    assert len(rewriter.problems) == 1 and "CRC" in rewriter.problems[0]
+    assert len(rewriter.problems) == 1 and "CRC" in rewriter.problems[0].message
 
 
 def test_an_oversized_frame_passes_the_rest_as_it_came():
@@ -286,7 +287,8 @@ def test_an_oversized_frame_passes_the_rest_as_it_came():
     big = eventstreams.event_frame("contentBlockDelta", b'{"x":"' + b"a" * 5000 + b'"}')
     source = big + b"".join(frames)
     out, rewriter = rewrite([source[:3000], source[3000:]], Api.CONVERSE, max_event_bytes=1000)
-    assert out == source and len(rewriter.problems) == 1
+    assert out == source
+    assert [problem.code for problem in rewriter.problems] == [EVENT_TOO_LARGE]
 
 
 def test_an_oversized_frame_that_comes_whole_passes_and_the_rest_is_rewritten():
@@ -297,14 +299,18 @@ def test_an_oversized_frame_that_comes_whole_passes_and_the_rest_is_rewritten():
     )
     out, rewriter = rewrite([big + b"".join(frames)], Api.CONVERSE, max_event_bytes=1000)
     assert out == big + b"".join(eventstreams.converse_frames(CLIENT))
-    assert len(rewriter.problems) == 1 and "larger than 1000" in rewriter.problems[0]
+    assert len(rewriter.problems) == 1 and "larger than 1000" in rewriter.problems[0].line()
 
 
 def test_a_stream_ending_inside_a_frame_passes_its_start():
     frames = eventstreams.converse_frames(RAW)
     source = b"".join(frames) + frames[0][:7]
     out, rewriter = rewrite([source], Api.CONVERSE)
-    assert out.endswith(frames[0][:7]) and len(rewriter.problems) == 1
+    assert out.endswith(frames[0][:7])
+    assert [problem.line() for problem in rewriter.problems] == [
+        "the stream ended inside an eventstream frame (passed as is)"
+    ]
+    assert rewriter.problems[0].code == STREAM_ENDED_INSIDE
 
 
 def test_frames_that_are_not_events_pass():

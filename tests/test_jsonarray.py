@@ -182,14 +182,17 @@ def test_an_oversized_element_passes_and_the_rest_is_rewritten() -> None:
     out, changes, problems = rewrite(split_at(source, [100, 2000, 4000]), max_event_bytes=1000)
     assert KIMI.encode() in out and encode("get_time:1").encode() in out
     assert [c.raw for c in changes] == ["get_time:1"]
-    assert len(problems) == 1 and "larger than 1000 bytes" in problems[0]
+    assert len(problems) == 1 and "larger than 1000 bytes" in problems[0].message
+    assert problems[0].code == "event-too-large"
 
 
 def test_a_body_ending_inside_an_element_passes_its_start() -> None:
     whole, _, _ = rewrite([gemini_array(KIMI)])
     out, _, problems = rewrite([gemini_array(KIMI)[:-40]])  # cut in the last element
     assert out == whole[:-40]
-    assert problems == ["the stream ended inside an array element (passed as is)"]
+    assert [(problem.code, problem.line()) for problem in problems] == [
+        ("stream-ended-inside", "the stream ended inside an array element (passed as is)")
+    ]
 
 
 def test_a_compressed_body_is_decoded() -> None:

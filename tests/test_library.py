@@ -90,8 +90,41 @@ def test_a_body_that_cannot_be_rewritten_comes_back_as_it_was() -> None:
     broken = b'{"messages": [{"tool_calls": [{"id": "tid1_x-2E'
     result = rewrite_request(broken, path="/v1/chat/completions")
     assert result.body is broken
-    assert result.problems and "not valid JSON" in result.problems[0]
+    (problem,) = result.problems
+    assert isinstance(problem, toolid.Problem)
+    assert problem.code == "unrewritable"
+    assert problem.message.startswith("request left unchanged: body is not valid JSON")
+    assert (problem.path, problem.id, problem.api) == ("", "", None)  # no position
+    assert problem.line() == problem.message
     assert result.changes == ()
+
+
+def test_one_problem_type_for_rewriting_pairing_and_repair() -> None:
+    """What rewriting, the pairing check and repair report are all ``toolid.Problem``s: a
+    code and a message, and ``line()``, the one line a log shows; a pairing problem also
+    has its position, its id and the API whose words its message is."""
+    orphan = json.dumps(
+        {"model": "m", "messages": [{"role": "tool", "tool_call_id": "call_9", "content": "x"}]}
+    ).encode()
+    (pairing,) = toolid.check_pairing(orphan, path="/v1/chat/completions")
+    assert isinstance(pairing, toolid.Problem)
+    assert (pairing.code, pairing.path, pairing.id, pairing.api) == (
+        "orphan-result",
+        "messages[0].tool_call_id",
+        "call_9",
+        Api.CHAT,
+    )
+    assert pairing.line() == f"orphan-result call_9 at messages[0].tool_call_id: {pairing.said()}"
+    assert pairing.record()["line"] == pairing.line()
+    stream = ResponseStream(api=Api.CHAT, max_event_bytes=100)
+    big = b'data: {"pad": "' + b"x" * 200 + b'"}\n\n'
+    (too_large,) = stream.feed(big).problems
+    assert isinstance(too_large, toolid.Problem) and too_large.code == "event-too-large"
+    assert too_large.line() == "an event larger than 100 bytes was forwarded unchanged"
+    single = json.dumps({"model": "m", "messages": {"role": "tool", "tool_call_id": "x"}})
+    refused = toolid.repair_request(single.encode(), api=Api.CHAT).refused
+    assert isinstance(refused, toolid.Problem) and refused.code == "unrepairable"
+    assert refused.line() == "the history is a single object, not a list"
 
 
 def test_rules_by_name_and_a_strict_destination() -> None:
@@ -142,6 +175,7 @@ def test_the_public_names() -> None:
         "Rewritten",
         "Taken",
         "Change",
+        "Problem",
         "encode",
         "decode",
     }

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import toolid
-from toolid import encode, pairing
+from toolid import Problem, encode, pairing
 from toolid.apis.record import LACKING_TEXTS
 from toolid.locate import locate
 from toolid.pairing import (
@@ -24,7 +24,6 @@ from toolid.pairing import (
     MISPLACED,
     MISSING,
     ORPHAN,
-    Problem,
     check,
 )
 from toolid.positions import (

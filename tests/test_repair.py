@@ -31,7 +31,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from standin.pairing_rules import pairing_error
 
-from toolid import Api, repair_request
+from toolid import Api, Problem, repair_request
 from toolid.pairing import (
     COMPOSITE,
     DUPLICATE,
@@ -42,6 +42,7 @@ from toolid.pairing import (
     check,
     history_of,
 )
+from toolid.problem import UNREPAIRABLE
 from toolid.repair import NO_RESULT, ORPHAN_NOTE
 
 pytestmark = pytest.mark.usefixtures("backend")
@@ -596,7 +597,7 @@ def test_a_clean_history_is_the_same_bytes_object(api, shapes, open_end, sep, rn
     body = dumps(request, sep)
     repaired = repair_request(body, api=api)
     assert repaired.content is body
-    assert (repaired.repairs, repaired.problems, repaired.refused) == ((), (), "")
+    assert (repaired.repairs, repaired.problems, repaired.refused) == ((), (), None)
 
 
 @pytest.mark.parametrize("plant", list(PLANTS))
@@ -623,7 +624,7 @@ def test_a_planted_problem_is_repaired(plant, api, history, sep, rnd):
     assert rejected is not None or (api, plant) in ACCEPTED
     assert CODE[plant] in {problem.code for problem in found}, (found, rejected, body.decode())
     repaired = repair_request(body, api=api)
-    assert repaired.refused == "", f"refused: {repaired.refused}\n{body.decode()}"
+    assert repaired.refused is None, f"refused: {repaired.refused}\n{body.decode()}"
     assert repaired.repairs and repaired.content != body
     after = json.loads(repaired.content)
     assert pairing_error(RULES[api], after) is None, (body.decode(), repaired.content.decode())
@@ -670,7 +671,7 @@ def repaired_history(api: Api, history: list[Any], *, rejected: bool = True) -> 
     request = {"model": "m", MEMBER[api]: history}
     body = json.dumps(request).encode()
     repaired = repair_request(body, api=api)
-    assert repaired.refused == "", repaired.refused
+    assert repaired.refused is None, repaired.refused
     assert repaired.repairs
     after = json.loads(repaired.content)
     assert (pairing_error(RULES[api], request) is not None) is rejected
@@ -1390,3 +1391,15 @@ def test_repair_never_raises(api, member, history):
 @given(st.binary(max_size=200))
 def test_repair_of_any_bytes_never_raises(body):
     assert repair_request(body).content is body
+
+
+def test_a_history_it_cannot_repair_is_left_with_the_reason():
+    """A history that is one object, not a list, is not repaired: its pairing problems are
+    listed and ``refused`` says why, an ``unrepairable`` problem whose line is its message."""
+    output = {"type": "function_call_output", "call_id": "call_1", "output": "sunny"}
+    body = json.dumps({"model": "m", "input": output}).encode()
+    repaired = repair_request(body, api=Api.RESPONSES)
+    assert repaired.content is body and repaired.repairs == ()
+    assert [problem.code for problem in repaired.problems] == [ORPHAN]
+    assert repaired.refused == Problem(UNREPAIRABLE, "the history is a single object, not a list")
+    assert repaired.refused.line() == "the history is a single object, not a list"

@@ -443,8 +443,8 @@ def test_unparsable_event_with_an_id_is_forwarded_and_reported() -> None:
     good = chat_tool_event(KIMI)
     out, rewriter = run(chunks(broken + good, 4), Api.CHAT)
     assert out == broken + chat_tool_event(encode(KIMI))
-    assert len(rewriter.problems) == 1
-    assert "JSON" in rewriter.problems[0]
+    assert [problem.code for problem in rewriter.problems] == ["unrewritable"]
+    assert "JSON" in rewriter.problems[0].message
     # Without a known API a non-JSON event is simply not ours: no problem.
     out, rewriter = run([broken + good], None)
     assert out == broken + chat_tool_event(encode(KIMI))
@@ -589,7 +589,8 @@ def test_gzip_with_a_bad_header_is_passed_through_raw() -> None:
     assert outs == chunks(bad, 10)  # every piece forwarded as soon as it came
     assert rewriter.finish() == b""
     assert len(rewriter.problems) == 1
-    assert rewriter.problems[0].startswith("cannot decompress")
+    assert rewriter.problems[0].message.startswith("cannot decompress")
+    assert rewriter.problems[0].code == "compressed-corrupt"
     assert rewriter.changes == []
 
 
@@ -605,7 +606,7 @@ def test_gzip_with_a_bad_checksum() -> None:
     assert rewriter.feed(b"more") == b"more"  # after the problem: pass-through
     assert rewriter.finish() == b""
     assert len(rewriter.problems) == 1
-    assert "incorrect data check" in rewriter.problems[0]
+    assert "incorrect data check" in rewriter.problems[0].message
 
 
 def test_gzip_failing_mid_event_forwards_the_held_tail_first() -> None:
@@ -629,7 +630,8 @@ def test_truncated_gzip_reports_at_finish() -> None:
     out, rewriter = run(chunks(truncated, 13), Api.CHAT, content_encoding="gzip")
     assert out == expected
     assert len(rewriter.problems) == 1
-    assert "end" in rewriter.problems[0]
+    assert "end" in rewriter.problems[0].message
+    assert rewriter.problems[0].code == "compressed-corrupt"
 
 
 CODECS: dict[str, tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]] = {
@@ -693,7 +695,8 @@ def test_oversized_event_is_forwarded_and_memory_stays_bounded(eol: str, piece: 
         encode("get_time:1"), eol, 2
     )
     assert len(rewriter.problems) == 1
-    assert "1000" in rewriter.problems[0]
+    assert rewriter.problems[0].code == "event-too-large"
+    assert rewriter.problems[0].line() == "an event larger than 1000 bytes was forwarded unchanged"
     assert [c.raw for c in rewriter.changes] == [KIMI, "get_time:1"]
 
 
@@ -768,7 +771,8 @@ def test_unexpected_error_switches_to_pass_through() -> None:
     rewriter = broken()
     assert rewriter.feed(first) == first
     assert len(rewriter.problems) == 1
-    assert "boom" in rewriter.problems[0]
+    assert rewriter.problems[0].code == "unexpected-error"
+    assert "boom" in rewriter.problems[0].message
     assert not rewriter.changes
     # the rest passes as is: its call is never given a client id, so no second error
     assert rewriter.feed(second[:10]) == second[:10]

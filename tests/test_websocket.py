@@ -177,9 +177,10 @@ def test_a_message_that_cannot_be_rewritten_passes_unchanged_with_a_problem() ->
     broken = b'{"type":"response.output_item.added","item":{"call_id":"functions.x:0",'
     result = toolid.ResponsesConnection().server_message(broken)
     assert result.body is broken and not result.changed
-    assert len(result.problems) == 1 and result.problems[0].startswith("event left unchanged")
+    assert [problem.code for problem in result.problems] == ["unrewritable"]
+    assert result.problems[0].line().startswith("event left unchanged")
     request = toolid.ResponsesConnection().client_message(b'{"input":[{"call_id":"tid1_a-2Eb"')
-    assert request.problems and request.problems[0].startswith("request left unchanged")
+    assert request.problems and request.problems[0].message.startswith("request left unchanged")
 
 
 # --- client messages: one Responses request each -------------------------------------------

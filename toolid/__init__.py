@@ -13,11 +13,15 @@ bytes back with what changed.
 - ``Destinations``: which id rule set a request's destination has (by its model, host and
   path), as the addon decides it; ``parse_host_rules`` / ``parse_model_rules`` read the
   options' syntax;
+- ``Problem``: every problem they report (a body that passed as it came, a call and a
+  result that do not pair, a history not repaired): its code, its message, ``line()``;
 - ``Taken``, ``Rewritten``, ``RewrittenRequest``, ``Change``, ``RULE_SETS``,
   ``api_from_path``, ``streamed_route``, ``RECORDS``: what those take and give.
 
 Modules the mitmproxy addon reads for its glue: ``scope`` (host patterns), ``report``
-(records and summaries), ``annotate`` (the contentview), ``trace`` (ids in captured flows).
+(records and summaries), ``annotate`` (the contentview), ``trace`` (ids in captured flows),
+``signing`` (is a request signed over its bytes?), ``rules`` (the built-in rules its options'
+help names).
 """
 
 from toolid.apis import RECORDS, api_from_path, apis_framed_as, streamed_route
@@ -35,6 +39,7 @@ from toolid.destination import (
 from toolid.occurrence import Taken
 from toolid.pairing import check_request as check_pairing
 from toolid.positions import Api
+from toolid.problem import Problem
 from toolid.repair import Repair, Repaired, repair_request
 from toolid.rewrite import (
     Framing,
@@ -63,6 +68,7 @@ __all__ = [
     "Framing",
     "HostRule",
     "ModelRule",
+    "Problem",
     "Profile",
     "Repair",
     "Repaired",

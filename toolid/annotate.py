@@ -38,7 +38,8 @@ from toolid.positions import (
     path_order,
     value_at,
 )
-from toolid.report import show, use_of
+from toolid.problem import show
+from toolid.report import use_of
 from toolid.sse import EventFramer
 
 Side = Literal["request", "response"]

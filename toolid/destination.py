@@ -31,7 +31,7 @@ from toolid import jsonparse, scope
 from toolid.apis import MODEL_ROUTES, api_from_path
 from toolid.memo import memo
 from toolid.positions import Api
-from toolid.report import show
+from toolid.problem import show
 from toolid.rules import (
     DEFAULT_HOST_RULES,
     DEFAULT_MODEL_RULES,

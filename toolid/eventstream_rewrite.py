@@ -31,6 +31,7 @@ from toolid import body, eventstream
 from toolid.apis import apis_framed_as
 from toolid.eventstream import FrameError, FrameSplitter
 from toolid.positions import Doc
+from toolid.problem import CHUNK_UNREADABLE, EVENT_TOO_LARGE, FRAME_CORRUPT
 from toolid.stream import PieceRewriter
 
 # A chunk's payload (botocore service-2.json PayloadPart: {"bytes": blob}); the base64 literal,
@@ -63,12 +64,17 @@ class EventStreamRewriter(PieceRewriter):
         if self._passthrough:
             return b"".join(out)
         if splitter.error is not None:
-            out.append(self._give_up(f"{splitter.error}: the rest of the stream passed as is"))
+            out.append(
+                self._give_up(
+                    FRAME_CORRUPT, f"{splitter.error}: the rest of the stream passed as is"
+                )
+            )
         elif len(splitter) > self.max_event_bytes:
             out.append(
                 self._give_up(
+                    EVENT_TOO_LARGE,
                     f"an eventstream frame larger than {self.max_event_bytes} bytes: "
-                    "the rest of the stream passed as is"
+                    "the rest of the stream passed as is",
                 )
             )
         return b"".join(out)
@@ -76,9 +82,10 @@ class EventStreamRewriter(PieceRewriter):
     def _one_frame(self, frame: bytes) -> bytes:
         """One checked frame: rewritten, or as it came."""
         if len(frame) > self.max_event_bytes:
-            self.problems.append(
+            self._report(
+                EVENT_TOO_LARGE,
                 f"an eventstream frame larger than {self.max_event_bytes} bytes was forwarded "
-                "unchanged"
+                "unchanged",
             )
             return frame
         start = eventstream.headers_end(frame)
@@ -105,13 +112,14 @@ class EventStreamRewriter(PieceRewriter):
         matches = list(_CHUNK_BYTES.finditer(payload))
         if len(matches) != 1:
             if b'"bytes"' in payload:
-                self.problems.append("chunk left unchanged: its bytes member is not plain")
+                problem = "chunk left unchanged: its bytes member is not plain"
+                self._report(CHUNK_UNREADABLE, problem)
             return frame
         literal = matches[0]
         try:
             event = base64.b64decode(literal.group(1), validate=True)
         except (binascii.Error, ValueError):
-            self.problems.append("chunk left unchanged: its bytes are not base64")
+            self._report(CHUNK_UNREADABLE, "chunk left unchanged: its bytes are not base64")
             return frame
         new_event, read_as = self._rewrite(event, self._inner)
         if self._inner is None and read_as is not _FRAMED:

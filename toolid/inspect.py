@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any, BinaryIO, Final, Literal, TextIO, get_args
 from urllib.parse import urlsplit
 
-from toolid import annotate, codec, jsonparse, pairing, report
+from toolid import annotate, codec, jsonparse, pairing
 from toolid.annotate import Side, Sighting
 from toolid.apis import api_from_path, api_from_shape
 from toolid.apis.record import lacking_code
 from toolid.occurrence import CallIds, Taken
-from toolid.pairing import Element, Problem
+from toolid.pairing import Element
 from toolid.positions import (
     CALLS_BY_MENTION,
     DEFINES,
@@ -40,6 +40,7 @@ from toolid.positions import (
     path_order,
     value_at,
 )
+from toolid.problem import Problem, show
 from toolid.repair import Repaired, repair_request
 from toolid.trace import Exchange, exchange_of
 from toolid.value_spans import element_spans
@@ -547,8 +548,8 @@ def _cells(item: Assessed) -> tuple[str, ...]:
         sighting.path,
         sighting.api.value,
         sighting.shown,
-        sighting.shown if lacks else report.show(sighting.raw),
-        report.show(item.client),
+        sighting.shown if lacks else show(sighting.raw),
+        show(item.client),
         _yes(not lacks and codec.has_shape(sighting.value, "safe")),
         _yes(not lacks and codec.has_shape(sighting.value, "call")),
         _reused(item),
@@ -597,7 +598,7 @@ def summary(assessed: list[Assessed]) -> str:
     if reused:
         problems.append(
             f"{len(reused)} defined by more than one call of a conversation "
-            f"({', '.join(report.show(value) for value in sorted(reused)[:3])}"
+            f"({', '.join(show(value) for value in sorted(reused)[:3])}"
             f"{', ...' if len(reused) > 3 else ''}; toolid gives later calls occurrence tags)"
         )
     if problems:
@@ -718,10 +719,7 @@ def _repaired_body(where: str, content: bytes) -> list[dict[str, Any]]:
     fixed = repair_request(content)
     if not (fixed.repairs or fixed.refused):
         return []
-    body = fixed.content.decode("utf-8", "replace")
-    return [
-        {"where": where, "repairs": _repair_records(fixed), "refused": fixed.refused, "body": body}
-    ]
+    return [_entry(where, fixed, fixed.content.decode("utf-8", "replace"))]
 
 
 def _repaired_transcript(
@@ -740,13 +738,16 @@ def _repaired_transcript(
         spans = element_spans(fixed.content, member) or []
         new = [fixed.content[start:end].decode("utf-8", "replace") for start, end in spans]
         body = "\n".join(new) if form == "lines" else "[" + ",".join(new) + "]"
-        records = _repair_records(fixed)
-        return [{"where": "transcript", "repairs": records, "refused": fixed.refused, "body": body}]
+        return [_entry("transcript", fixed, body)]
     return []
 
 
-def _repair_records(fixed: Repaired) -> list[dict[str, str]]:
-    return [repair.record() for repair in fixed.repairs]
+def _entry(where: str, fixed: Repaired, body: str) -> dict[str, Any]:
+    """What ``repaired_requests`` says of one request: where it is, its repairs, why it was
+    not repaired ("" when it was) and its repaired ``body``."""
+    refused = "" if fixed.refused is None else fixed.refused.line()
+    repairs = [repair.record() for repair in fixed.repairs]
+    return {"where": where, "repairs": repairs, "refused": refused, "body": body}
 
 
 def repaired_lines(repaired: list[dict[str, Any]]) -> list[str]:
@@ -761,7 +762,7 @@ def repaired_lines(repaired: list[dict[str, Any]]) -> list[str]:
             continue
         lines.append(f"{one['where']}: repaired:")
         lines.extend(
-            f"  {r['code']} {report.show(r['id'])} at {r['path']}: {r['done']} {r['detail']}"
+            f"  {r['code']} {show(r['id'])} at {r['path']}: {r['done']} {r['detail']}"
             for r in one["repairs"]
         )
         lines.append(one["body"])

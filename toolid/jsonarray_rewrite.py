@@ -20,6 +20,7 @@ from toolid import body
 from toolid.body import Direction
 from toolid.jsonarray import ElementFramer, Piece
 from toolid.positions import Doc
+from toolid.problem import EVENT_TOO_LARGE
 from toolid.stream import PieceRewriter
 
 
@@ -61,6 +62,7 @@ class JsonArrayRewriter(PieceRewriter):
         return new
 
     def _report_oversized(self) -> None:
-        self.problems.append(
-            f"an array element larger than {self.max_event_bytes} bytes was forwarded unchanged"
+        self._report(
+            EVENT_TOO_LARGE,
+            f"an array element larger than {self.max_event_bytes} bytes was forwarded unchanged",
         )

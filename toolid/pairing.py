@@ -65,7 +65,7 @@ from toolid.positions import (
     path_order,
     positions,
 )
-from toolid.report import show
+from toolid.problem import Problem
 
 __all__ = [
     "CODES",
@@ -79,7 +79,6 @@ __all__ = [
     "NOT_A_STRING",
     "ORPHAN",
     "Element",
-    "Problem",
     "check",
     "check_history",
     "check_request",
@@ -94,40 +93,6 @@ __all__ = [
 ]
 
 _COMPOSITE: Final = re.compile(r"[|\s]")
-
-
-class Problem(NamedTuple):
-    """One pairing problem: its code, the position (a concrete JSON path), the id, and the
-    text the destination answers (``verbatim``: the API's own words; else toolid's)."""
-
-    code: str
-    path: str
-    id: str
-    message: str
-    api: Api
-    verbatim: bool = True
-
-    def line(self) -> str:
-        """One line naming it: ``orphan-result call_zzz at messages[3].tool_call_id: OpenAI
-        Chat answers "..."``."""
-        return f"{self.code} {show(self.id)} at {self.path}: {self.said()}"
-
-    def said(self) -> str:
-        """``Anthropic Messages answers "..."`` (the API's words), or ``Anthropic Messages: ...``
-        (toolid's words), named by the API's title."""
-        name = RECORDS[self.api].title
-        return f'{name} answers "{self.message}"' if self.verbatim else f"{name}: {self.message}"
-
-    def record(self) -> dict[str, str]:
-        """As plain data (``flow.metadata``, ``--json``): the fields, the API, the line."""
-        return {
-            "code": self.code,
-            "path": self.path,
-            "id": self.id,
-            "message": self.message,
-            "api": self.api.value,
-            "line": self.line(),
-        }
 
 
 #: What pairing means in each API's request history (``ApiRecord.history``).
@@ -192,7 +157,7 @@ def problem_at(
         element=element,
         next_element=_LAST_NUMBER.sub(lambda number: str(int(number[0]) + 1), element, count=1),
     )
-    return Problem(code, path, value, message, api, not guessed)
+    return Problem(code, message, path, value, api, verbatim=not guessed)
 
 
 _LAST_NUMBER: Final = re.compile(r"\d+(?=\D*$)")  # an element's number in its dotted path

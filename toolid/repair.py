@@ -21,9 +21,9 @@ valid, and nothing the model or the user wrote is lost:
 
 Everything else stays byte for byte: the edits are insertions and replacements of whole
 elements, blocks and id literals, found with ``value_spans``. A history toolid cannot repair
-with certainty is left as it is, with the reason (``Repaired.refused``): one that is a single
-object, an element that is no object, an output no text can stand for, a repair after which
-``pairing.check`` still finds a problem.
+with certainty is left as it is, with the reason (``Repaired.refused``, an ``unrepairable``
+problem): one that is a single object, an element that is no object, an output no text can
+stand for, a repair after which ``pairing.check`` still finds a problem.
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ from toolid.apis.record import (
 from toolid.edit import Edit, literal_of, splice
 from toolid.pairing import (
     HISTORIES,
-    Problem,
     check,
     elements_of,
     kind_of,
@@ -56,7 +55,7 @@ from toolid.pairing import (
     turn_ends,
 )
 from toolid.positions import DEFINES, Api, Doc, Found, find_ids, path_order, value_at
-from toolid.report import show
+from toolid.problem import UNREPAIRABLE, Problem, show
 from toolid.value_spans import element_spans, value_span
 
 #: The change action of a repair.
@@ -106,13 +105,13 @@ class Repair(NamedTuple):
 
 class Repaired(NamedTuple):
     """A request after repair: its bytes (the same object when nothing was repaired), the
-    repairs, the problems found, and why it was not repaired ("" when it was, or had
-    nothing to repair)."""
+    repairs, the problems found, and why it was not repaired (an ``unrepairable`` problem;
+    None when it was, or had nothing to repair)."""
 
     content: bytes
     repairs: tuple[Repair, ...] = ()
     problems: tuple[Problem, ...] = ()
-    refused: str = ""
+    refused: Problem | None = None
 
 
 def repair_request(content: bytes, *, path: str = "", api: Api | None = None) -> Repaired:
@@ -135,7 +134,7 @@ def repair_request(content: bytes, *, path: str = "", api: Api | None = None) ->
     listed = tuple(problem for _, problem in problems)
     why = _unrepairable(content, document, member, items)
     if why:
-        return Repaired(content, (), listed, why)
+        return _refused(content, listed, why)
     try:
         plan = _Plan(content, api, member, items, numbered)
         for number, problem in problems:
@@ -144,14 +143,19 @@ def repair_request(content: bytes, *, path: str = "", api: Api | None = None) ->
         document = jsonparse.loads(repaired)
         left = check(document, api)
     except _Refused as refused:
-        return Repaired(content, (), listed, str(refused))
+        return _refused(content, listed, str(refused))
     except (ValueError, RecursionError):
-        return Repaired(content, (), listed, "the repaired request would not parse")
+        return _refused(content, listed, "the repaired request would not parse")
     except (LookupError, TypeError) as exc:  # a shape the plan did not foresee
-        return Repaired(content, (), listed, f"the history has an unforeseen shape ({exc!r})")
+        return _refused(content, listed, f"the history has an unforeseen shape ({exc!r})")
     if left:
-        return Repaired(content, (), listed, f"the repair would leave {left[0].line()}")
+        return _refused(content, listed, f"the repair would leave {left[0].line()}")
     return Repaired(repaired, tuple(plan.placed(document)), listed)
+
+
+def _refused(content: bytes, problems: tuple[Problem, ...], why: str) -> Repaired:
+    """``content`` left as it is, with its pairing ``problems`` and ``why`` (``unrepairable``)."""
+    return Repaired(content, (), problems, Problem(UNREPAIRABLE, why))
 
 
 class _Refused(Exception):

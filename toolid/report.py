@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any, Final
 
 from toolid import codec
 from toolid.body import Change
+from toolid.problem import show
+
+__all__ = ["add_why", "as_record", "as_records", "ordinal", "show", "summary", "use_of"]
 
 _VERBS = {
     "restored": "restored",
@@ -28,20 +29,6 @@ _OBSERVED = {
     "cleared": "would clear (a later chunk's other id)",
 }
 _EXAMPLES = 2
-_PLAIN: Final = re.compile(r"[^\s\"'\\\x00-\x1f\x7f-\x9f\ud800-\udfff]+")
-
-
-def show(value: str) -> str:
-    """``value`` for a one-line display: as is when plain, else as a JSON string literal
-    (so empty ids, spaces, control characters and lone surrogates print safely)."""
-    if _PLAIN.fullmatch(value):
-        return value
-    text = json.dumps(value, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates
-        return json.dumps(value)
-    return text
 
 
 def ordinal(number: int) -> str:

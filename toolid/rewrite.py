@@ -26,8 +26,9 @@ from toolid.eventstream_rewrite import EventStreamRewriter
 from toolid.jsonarray_rewrite import JsonArrayRewriter
 from toolid.locate import Located
 from toolid.occurrence import NOTHING_TAKEN, CallIds, Taken
-from toolid.pairing import Problem, check_request
+from toolid.pairing import check_request
 from toolid.positions import Api, Doc
+from toolid.problem import UNREWRITABLE, Problem
 from toolid.rules import NO_RULES, RULE_SETS, RuleSet
 from toolid.stream import DEFAULT_MAX_EVENT_BYTES, PieceRewriter, StreamRewriter
 
@@ -44,7 +45,7 @@ class Rewritten:
         self,
         body: bytes,
         changes: tuple[Change, ...] = (),
-        problems: tuple[str, ...] = (),
+        problems: tuple[Problem, ...] = (),
         api: Api | None = None,
     ) -> None:
         self.body = body  # what to forward: the input itself when nothing changed
@@ -74,7 +75,7 @@ class RewrittenRequest(Rewritten):
         self,
         body: bytes,
         changes: tuple[Change, ...] = (),
-        problems: tuple[str, ...] = (),
+        problems: tuple[Problem, ...] = (),
         api: Api | None = None,
         *,
         source: bytes,
@@ -144,7 +145,7 @@ def rewrite_request(
     except RewriteError as exc:
         return RewrittenRequest(
             content,
-            problems=(f"request left unchanged: {exc}",),
+            problems=(Problem(UNREWRITABLE, f"request left unchanged: {exc}"),),
             api=api,
             source=content,
             taken=Taken(content, api),
@@ -171,7 +172,8 @@ def rewrite_response(
     try:
         new, plan = body.rewrite(content, api, Doc.RESPONSE, policy, CallIds(profile, taken))
     except RewriteError as exc:
-        return Rewritten(content, problems=(f"response left unchanged: {exc}",), api=api)
+        problem = Problem(UNREWRITABLE, f"response left unchanged: {exc}")
+        return Rewritten(content, problems=(problem,), api=api)
     return Rewritten(new, plan.changes, (), plan.api or api)
 
 

@@ -28,6 +28,14 @@ from toolid.decide import References, decide
 from toolid.edit import shifted
 from toolid.occurrence import CallIds
 from toolid.positions import Api, Doc, Found
+from toolid.problem import (
+    COMPRESSED_CORRUPT,
+    EVENT_TOO_LARGE,
+    STREAM_ENDED_INSIDE,
+    UNEXPECTED_ERROR,
+    UNREWRITABLE,
+    Problem,
+)
 from toolid.sse import Field, data_lines
 from toolid.sse_events import EventReader, Read
 
@@ -58,7 +66,7 @@ class PieceRewriter:
     (``_ended_inside``)."""
 
     _framer: Holder
-    _ended_inside: ClassVar[str] = ""  # the problem a body ending inside one is ("": none)
+    _ended_inside: ClassVar[str] = ""  # what a body ending inside one is reported as ("": none)
 
     def __init__(
         self,
@@ -80,7 +88,7 @@ class PieceRewriter:
         self.calls = calls or CallIds(policy.profile)
         self.max_event_bytes = max_event_bytes
         self.changes: list[Change] = []
-        self.problems: list[str] = []
+        self.problems: list[Problem] = []
         self._decoder = decompress.for_encoding(content_encoding)
         self._passthrough = False  # after something unexpected: forward everything as is
         self._start()
@@ -107,7 +115,9 @@ class PieceRewriter:
             if self._decoder is not None:
                 data = self._decoder.decompress(data)
         except Exception as exc:
-            held = self._give_up(f"cannot decompress the stream ({exc}); rest passed as is")
+            held = self._give_up(
+                COMPRESSED_CORRUPT, f"cannot decompress the stream ({exc}); rest passed as is"
+            )
             return held + data
         return self._frame(data)
 
@@ -120,7 +130,7 @@ class PieceRewriter:
             try:
                 out = self._frame(self._decoder.flush())
             except Exception as exc:
-                self.problems.append(f"compressed stream is corrupt at its end ({exc})")
+                self._report(COMPRESSED_CORRUPT, f"compressed stream is corrupt at its end ({exc})")
         return out if self._passthrough else out + self._tail()
 
     def _frame(self, data: bytes) -> bytes:
@@ -135,7 +145,7 @@ class PieceRewriter:
         """What is held when the body ends (forwarded as it is, reported if it is a problem)."""
         tail = self._take_held()
         if tail and self._ended_inside:
-            self.problems.append(self._ended_inside)
+            self._report(STREAM_ENDED_INSIDE, self._ended_inside)
         return tail
 
     def _each[P](
@@ -151,7 +161,7 @@ class PieceRewriter:
             except Exception as exc:
                 logger.debug("toolid stream rewriter failed", exc_info=True)
                 out.extend(as_came(rest) for rest in pieces[index:])
-                out.append(self._give_up(f"unexpected error ({exc!r})"))
+                out.append(self._give_up(UNEXPECTED_ERROR, f"unexpected error ({exc!r})"))
                 break
         return out
 
@@ -162,7 +172,7 @@ class PieceRewriter:
         try:
             plan = body.plan(document, api, Doc.EVENT, self.policy, self.calls)
         except RewriteError as exc:
-            self.problems.append(f"event left unchanged: {exc}")
+            self._report(UNREWRITABLE, f"event left unchanged: {exc}")
             return document, api
         self.changes.extend(plan.changes)
         read_as = plan.api or api
@@ -170,9 +180,14 @@ class PieceRewriter:
             return document, read_as
         return body.apply(document, plan.edits), read_as
 
-    def _give_up(self, problem: str) -> bytes:
-        """Switch to pass-through; return the held bytes, which come before any later input."""
-        self.problems.append(problem)
+    def _report(self, code: str, message: str) -> None:
+        """Report the problem ``code``, saying ``message``."""
+        self.problems.append(Problem(code, message))
+
+    def _give_up(self, code: str, message: str) -> bytes:
+        """Switch to pass-through, reporting why (the problem ``code``, saying ``message``);
+        return the held bytes, which come before any later input."""
+        self._report(code, message)
         self._passthrough = True
         return self._take_held()
 
@@ -209,7 +224,7 @@ class StreamRewriter(PieceRewriter):
             logger.debug("toolid stream rewriter failed", exc_info=True)
             del self.changes[recorded:]  # none of them reaches the client
             came = data if read is None else read.data[: read.end]
-            return came + self._give_up(f"unexpected error ({exc!r})")
+            return came + self._give_up(UNEXPECTED_ERROR, f"unexpected error ({exc!r})")
         if self._skipping or len(self._framer) > self.max_event_bytes:
             out += self._skip_oversized()
         return out
@@ -282,7 +297,7 @@ class StreamRewriter(PieceRewriter):
         try:
             plan = body.plan(document, self.api, Doc.EVENT, self.policy, self.calls)
         except RewriteError as exc:
-            self.problems.append(f"event left unchanged: {exc}")
+            self._report(UNREWRITABLE, f"event left unchanged: {exc}")
             return
         if self.api is None and plan.api is not None:
             self._read_as(plan.api)
@@ -308,8 +323,9 @@ class StreamRewriter(PieceRewriter):
         return held[: len(held) - len(keep)] + b"".join(self._framer.feed(keep))
 
     def _report_oversized(self) -> None:
-        self.problems.append(
-            f"an event larger than {self.max_event_bytes} bytes was forwarded unchanged"
+        self._report(
+            EVENT_TOO_LARGE,
+            f"an event larger than {self.max_event_bytes} bytes was forwarded unchanged",
         )
 
 

@@ -37,6 +37,7 @@ from toolid.decide import Direction, Policy
 from toolid.edit import RewriteError
 from toolid.occurrence import CallIds, Taken
 from toolid.positions import Doc
+from toolid.problem import UNEXPECTED_ERROR, UNREWRITABLE, Problem
 from toolid.rewrite import Rewritten, RewrittenRequest, rewrite_request, rule_set_named
 from toolid.rules import RuleSet
 
@@ -97,7 +98,7 @@ class ResponsesConnection:
             logger.debug("toolid websocket rewriter failed", exc_info=True)
             return RewrittenRequest(
                 content,
-                problems=(f"message left unchanged: unexpected error {exc!r}",),
+                problems=(_unexpected(exc),),
                 source=content,
             )
         return result
@@ -115,12 +116,11 @@ class ResponsesConnection:
             try:
                 new, plan = body.rewrite(content, _API, Doc.EVENT, self._encode, calls)
             except RewriteError as exc:
-                return Rewritten(content, problems=(f"event left unchanged: {exc}",), api=_API)
+                problem = Problem(UNREWRITABLE, f"event left unchanged: {exc}")
+                return Rewritten(content, problems=(problem,), api=_API)
         except Exception as exc:
             logger.debug("toolid websocket rewriter failed", exc_info=True)
-            return Rewritten(
-                content, problems=(f"message left unchanged: unexpected error {exc!r}",)
-            )
+            return Rewritten(content, problems=(_unexpected(exc),))
         return Rewritten(new, plan.changes, (), _API)
 
     def _begin(self) -> None:
@@ -139,3 +139,8 @@ class ResponsesConnection:
         self._lazy.append(taken)
         if len(self._lazy) > _LAZY_FRAMES:  # bounded: the oldest is read now
             self._defined |= self._lazy.pop(0).ids()
+
+
+def _unexpected(exc: Exception) -> Problem:
+    """The problem of a message an unforeseen error left unchanged."""
+    return Problem(UNEXPECTED_ERROR, f"message left unchanged: unexpected error {exc!r}")
