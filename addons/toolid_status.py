@@ -79,14 +79,11 @@ class Metrics:
         occurrence tag counts as ``tagged``). The actions are counted in C, and the changes
         read one by one only when a client id spells a tag."""
         actions = Counter(map(_ACTION, changes))
-        tag = codec.TAG
-        if actions["encoded"] and tag in " ".join(map(_CLIENT, changes)):
+        if actions["encoded"] and codec.TAG in " ".join(map(_CLIENT, changes)):
             tagged = sum(
                 1
                 for change in changes
-                if change.action == "encoded"
-                and tag in change.client
-                and codec.occurrence(change.client) > 1
+                if change.action == "encoded" and codec.occurrence(change.client) > 1
             )
             actions["encoded"] -= tagged
             actions["tagged"] += tagged

@@ -6,9 +6,10 @@
   holder's type), and each span is the literal of its id (replaced, the full parse finds the
   replacement at that very position); anything else is None.
 - ``event_ids``: the events ``sse.EventFramer.feed_marked`` frames (a fresh framer fed the
-  piece, with the markers), where the incomplete rest starts, and for each event whose data is
-  one line (``sse_events.data_line``) ``id_spans`` of its data, shifted; None for a piece holding
-  a CR.
+  piece, with the markers) and where the incomplete rest starts; of the marked events, those
+  whose data is one line (``sse_events.data_line``) that ``id_spans`` vouches for give its rows,
+  shifted, all in one list (an event of several rows named in groups), and the others are
+  unread; None for a piece holding a CR.
 - ``first_marker``: where ``bytes.find`` (a regex) finds the first of the words.
 - ``splice``: ``body.apply``'s Python loop.
 - Every argument of the wrong type or shape gives TypeError or ValueError (in a child
@@ -466,23 +467,27 @@ def assert_framed(data: bytes, words: tuple[bytes, ...], limit: int, api: Api) -
         assert got is None
         return got
     framer = EventFramer()
-    marked, at = [], 0
+    rows: list[tuple[Any, ...]] = []
+    unread: list[tuple[int, int, int]] = []
+    groups: list[tuple[int, int]] = []
+    end = 0
     for piece, unmarked in framer.feed_marked(data, Markers(words)):
-        if not unmarked:
-            marked.append((at, at + len(piece)))
-        at += len(piece)
-    assert type(got) is tuple and len(got) == 2 and type(got[1]) is list
-    end, events = got
-    assert end == at == len(data) - len(framer)
-    assert [(start, stop) for start, stop, _ in events] == marked
-    for start, stop, ids in events:
-        at = data_line(data, start, stop) if stop - start <= limit else -1
-        if at < 0:
-            assert ids is None
+        start, end = end, end + len(piece)
+        if unmarked:
             continue
-        assert_vouched(data[at : stop - 2], api, Doc.EVENT)
-        alone = EXTENSION.id_spans(data[at : stop - 2], table)
-        assert ids == (alone and [(s + at, e + at, *rest) for s, e, *rest in alone])
+        at = data_line(data, start, end) if end - start <= limit else -1
+        if at >= 0:
+            assert_vouched(data[at : end - 2], api, Doc.EVENT)
+        ids = EXTENSION.id_spans(data[at : end - 2], table) if at >= 0 else None
+        if ids is None:
+            unread.append((start, end, len(rows)))
+            continue
+        if len(ids) > 1:
+            groups.append((len(rows), len(ids)))
+        rows.extend((s + at, e + at, *rest) for s, e, *rest in ids)
+    assert end == len(data) - len(framer)
+    assert type(got) is tuple and [type(part) for part in got] == [int, list, list, list]
+    assert got == (end, rows, unread, groups)
     return got
 
 
@@ -557,8 +562,7 @@ def test_event_ids_on_the_repository_streams() -> None:
         for api in Api:
             words = body.id_markers(api, Doc.EVENT).words
             for limit in (0, 100, 10**6):
-                _, events = assert_framed(stream, words, limit, api)
-                located += sum(len(ids) for _, _, ids in events if ids)
+                located += len(assert_framed(stream, words, limit, api)[1])
             for cut in range(0, len(stream), max(1, len(stream) // 5)):
                 assert_framed(stream[cut:], words, 10**6, api)
                 assert_framed(stream[:cut], words, 10**6, api)
@@ -583,10 +587,11 @@ def test_event_ids_names_many_calls_in_turn(mentions: list[tuple[int, int]]) -> 
             event["item"]["call_id"] = f"caf\u00e9 {number}"  # non-ASCII: never kept
         events.append(b"data: " + json.dumps(event, ensure_ascii=False).encode() + b"\n\n")
     stream = b"".join(events)
-    _, located = assert_framed(
+    _, rows, unread, groups = assert_framed(
         stream, body.id_markers(Api.RESPONSES, Doc.EVENT).words, 10**6, Api.RESPONSES
     )
-    assert len(located) == len(mentions)
+    items = sum(kind >= 2 for _, kind in mentions)  # an item names two ids, a delta one
+    assert not unread and len(rows) == len(mentions) + items and len(groups) == items
 
 
 @needs_it
@@ -599,41 +604,55 @@ def test_event_ids_at_the_edges() -> None:
     assert [row[3:] for row in ids] == [((0, 2), "choices[0].delta.tool_calls[0].id", None, "a")]
     rows = [(start + 6, end + 6, *rest) for start, end, *rest in ids]
     assert event[rows[0][0] : rows[0][1]] == b'"a"'
-    assert EXTENSION.event_ids(b"", words, 0, table) == (0, [])
-    assert EXTENSION.event_ids(event, words, n, table) == (n, [(0, n, rows)])
-    assert EXTENSION.event_ids(event, words, n - 1, table) == (n, [(0, n, None)])
-    assert EXTENSION.event_ids(event[:-1], words, 10**6, table) == (0, [])
-    assert EXTENSION.event_ids(b"\n" * 5 + event[:-1], words, 10**6, table) == (4, [])
+    assert EXTENSION.event_ids(b"", words, 0, table) == (0, [], [], [])
+    assert EXTENSION.event_ids(event, words, n, table) == (n, rows, [], [])
+    assert EXTENSION.event_ids(event, words, n - 1, table) == (n, [], [(0, n, 0)], [])
+    assert EXTENSION.event_ids(event[:-1], words, 10**6, table) == (0, [], [], [])
+    assert EXTENSION.event_ids(b"\n" * 5 + event[:-1], words, 10**6, table) == (4, [], [], [])
     # Lines before the one data line (empty, other fields, comments) leave it the data.
     after_blank = [(start + 3, end + 3, *rest) for start, end, *rest in rows]
     assert EXTENSION.event_ids(b"\n\n\n" + event, words, 10**6, table) == (
         n + 3,
-        [(2, n + 3, after_blank)],
+        after_blank,
+        [],
+        [],
     )
     named = b"event: message\nid: 7\n" + event
     after_fields = [(start + 21, end + 21, *rest) for start, end, *rest in rows]
-    assert EXTENSION.event_ids(named, words, 10**6, table) == (n + 21, [(0, n + 21, after_fields)])
+    assert EXTENSION.event_ids(named, words, 10**6, table) == (n + 21, after_fields, [], [])
     for before in (b"data: {}\n", b"data\n", b"event: x\ndata:{}\n"):  # two data lines: unread
+        size = n + len(before)
         assert EXTENSION.event_ids(before + event, words, 10**6, table) == (
-            n + len(before),
-            [(0, n + len(before), None)],
+            size,
+            [],
+            [(0, size, 0)],
+            [],
         )
     assert EXTENSION.event_ids(event[:-2] + b"\nid: 7\n\n", words, 10**6, table) == (
         n + 6,
-        [(0, n + 6, None)],  # the data line is not the last
+        [],
+        [(0, n + 6, 0)],  # the data line is not the last
+        [],
     )
-    two = b": x\ndata: {}\n\n" + event
+    two = b": x\ndata: {}\n\n" + event  # the first vouched for, without an id
     shifted = [(start + 14, end + 14, *rest) for start, end, *rest in rows]
-    assert EXTENSION.event_ids(two, (b"{",), 100, table) == (
-        n + 14,
-        [(0, 14, []), (14, n + 14, shifted)],
-    )
-    assert EXTENSION.event_ids(two, words, 100, table) == (n + 14, [(14, n + 14, shifted)])
+    assert EXTENSION.event_ids(two, (b"{",), 100, table) == (n + 14, shifted, [], [])
+    assert EXTENSION.event_ids(two, words, 100, table) == (n + 14, shifted, [], [])
+    # An event of two ids is a group; a marked event after it not read counts the rows before it.
+    calls = b'[{"index":0,"id":"b"},{"index":1,"id":"c"}]'
+    pair = b'data: {"choices":[{"delta":{"tool_calls":' + calls + b"}}]}\n\n"
+    unreadable = b"data: {}\n" + event
+    got = EXTENSION.event_ids(event + pair + unreadable, words, 10**6, table)
+    assert got is not None
+    assert got[2:] == ([(n + len(pair), 2 * n + len(pair) + 9, 3)], [(1, 2)])
+    assert [row[-1] for row in got[1]] == ["a", "b", "c"]
     assert EXTENSION.event_ids(event.replace(b"\n\n", b"\r\n\r\n"), words, 100, table) is None
     assert EXTENSION.event_ids(b"x\r", words, 100, table) is None
     assert EXTENSION.event_ids(b"data: x\n\n", (b"data: x\n\n",), 2**100, table) == (
         9,
-        [(0, 9, None)],
+        [],
+        [(0, 9, 0)],
+        [],
     )
 
 
@@ -1124,8 +1143,9 @@ def test_the_source_compiles_without_a_warning(compiler: str, level: str, tmp_pa
 #: "At most about 800 lines of C" (the design's bound on the native primitives); 843 with the
 #: walker's calls lacking an id (null, boolean and number literals at id members, and each
 #: object's brace and member count); 885 with the memo of the rows' strings and call within one
-#: call (a stream names a call's id, path and type in event after event).
-MOST_LINES = 890
+#: call (a stream names a call's id, path and type in event after event); 901 with event_ids'
+#: one list of rows for a piece's events (no list and tuple per event).
+MOST_LINES = 905
 
 
 def test_the_source_is_small_and_uses_only_the_public_api() -> None:

@@ -21,12 +21,14 @@
  *   than PATH_SIZE or inside more than MAX_NUMBERS arrays): the caller parses in full, which
  *   decides. It never guesses.
  *
- * event_ids(data, words, limit: int, table) -> (end, events) | None
+ * event_ids(data, words, limit: int, table) -> (end, rows, unread, groups) | None
  *   The events of data, a piece of an SSE stream starting at an event's start, as
  *   toolid/sse.py's EventFramer.feed_marked frames them with the marker words (a tuple of 1
- *   to MAX_MARKERS non-empty bytes): whole events without a word are skipped, each event
- *   holding one is (start, end, ids), ids id_spans of its data (offsets into data) when the
- *   event's data is one line of at most limit bytes (toolid/locate.py: data_line), else None;
+ *   to MAX_MARKERS non-empty bytes); whole events without a word are skipped. An event holding
+ *   one is read when its data is one line of at most limit bytes (toolid/sse_events.py: data_line)
+ *   that id_spans vouches for: its rows (offsets into data) are appended to the list rows, in
+ *   event order, and an event of more than one row adds (first, count) to groups, where its
+ *   rows are in rows. Any other such event adds (start, end, rows before it) to unread.
  *   end: where the complete events end. None: data holds a CR (line endings may not be LF).
  *
  * first_marker(data, words) -> int: where the first of the words (as event_ids takes them)
@@ -626,29 +628,29 @@ static int walk(Walk *w, int node, PyObject *tree) {
     return done;
 }
 
-/* The ids of the JSON object b[start:end] (the table checked; nodes in a): a list, None or NULL. */
-static PyObject *ids_of(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, PyObject *table,
-                        Arena *a, Memo *memo) {
+/* Append the ids of the JSON object b[start:end] (the table checked; nodes in a) to the list
+ * into: 1, 0 (not vouched for: nothing appended) or -1 (an error). */
+static int ids_of(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, PyObject *table,
+                  Arena *a, Memo *memo, PyObject *into) {
     Scan s = {b, b + start, b + end, 1, 0, 0};
     Walk w;
-    PyObject *roots = ITEM(table, 2), *result = NULL;
+    PyObject *roots = ITEM(table, 2);
     a->count = 0; /* the caller's arena (its memory reused from call to call), emptied */
     int vouched = expect(&s, '{') && container(&s, ITEM(table, 0), a, '}') == 0;
     if (vouched) skip_ws(&s);
-    if (!PyErr_Occurred() && (!vouched || s.p != s.end)) result = Py_NewRef(Py_None);
-    else if (!PyErr_Occurred() && (w.found = PyList_New(0)) != NULL) {
-        w.arena = a, w.buffer = b, w.size = 0, w.count = 0, w.memo = memo;
-        w.numbered = ITEM(table, 3) == Py_True;
-        for (Py_ssize_t i = 0; i < LEN(roots) && w.count == 0; i++) { /* an event's call */
-            int root = member(a, 0, ITEM(roots, i), NULL);
-            if (root >= 0 && a->nodes[root].kind == A_INT)
-                w.numbers[w.count++] = a->nodes[root].integer;
-        }
-        int walked = walk(&w, 0, ITEM(table, 1));
-        result = walked > 0 ? Py_NewRef(w.found) : walked == 0 ? Py_NewRef(Py_None) : NULL;
-        Py_DECREF(w.found);
+    if (PyErr_Occurred()) return -1;
+    if (!vouched || s.p != s.end) return 0;
+    Py_ssize_t before = PyList_GET_SIZE(into);
+    w.arena = a, w.buffer = b, w.size = 0, w.count = 0, w.memo = memo, w.found = into;
+    w.numbered = ITEM(table, 3) == Py_True;
+    for (Py_ssize_t i = 0; i < LEN(roots) && w.count == 0; i++) { /* an event's call */
+        int root = member(a, 0, ITEM(roots, i), NULL);
+        if (root >= 0 && a->nodes[root].kind == A_INT)
+            w.numbers[w.count++] = a->nodes[root].integer;
     }
-    return result;
+    int walked = walk(&w, 0, ITEM(table, 1));
+    if (walked == 0 && PyList_SetSlice(into, before, PyList_GET_SIZE(into), NULL) < 0) return -1;
+    return walked;
 }
 
 static PyObject *id_spans(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
@@ -657,7 +659,9 @@ static PyObject *id_spans(PyObject *Py_UNUSED(module), PyObject *const *args, Py
     if (!check_table(args[1]) || get_buffer(args[0], &view, "document") < 0) return NULL;
     Arena a = {NULL, 0, 0};
     Memo memo = {{NULL}, NULL, 0};
-    PyObject *result = ids_of(view.buf, 0, view.len, args[1], &a, &memo);
+    PyObject *result = PyList_New(0);
+    int vouched = result ? ids_of(view.buf, 0, view.len, args[1], &a, &memo, result) : -1;
+    if (vouched <= 0) Py_XSETREF(result, vouched == 0 ? Py_NewRef(Py_None) : NULL);
     memo_clear(&memo);
     PyMem_Free(a.nodes);
     PyBuffer_Release(&view);
@@ -760,11 +764,18 @@ static const unsigned char *blank_line(const unsigned char *p, const unsigned ch
     return p != NULL && end - p >= 2 ? p : NULL;
 }
 
-/* Where the data of the event [line, last + 2) starts, or -1 (toolid/locate.py: data_line). */
+/* Where the data of the event [line, last + 2) starts, or -1 (toolid/sse_events.py: data_line). */
 static Py_ssize_t data_line(const unsigned char *b, Py_ssize_t line, Py_ssize_t last) {
     for (const unsigned char *lf; (lf = memchr(b + line, '\n', last - line)); line = lf - b + 1)
         if (lf - (b + line) >= 4 && memcmp(b + line, "data", 4) == 0) return -1;
     return last - line >= 6 && memcmp(b + line, "data: ", 6) == 0 ? line + 6 : -1;
+}
+
+/* Whether item (a new reference, or NULL) was appended to list; its reference is given up. */
+static int appended(PyObject *list, PyObject *item) {
+    int done = item != NULL && PyList_Append(list, item) == 0;
+    Py_XDECREF(item);
+    return done;
 }
 
 static PyObject *event_ids(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
@@ -782,8 +793,9 @@ static PyObject *event_ids(PyObject *Py_UNUSED(module), PyObject *const *args, P
     Py_ssize_t n = view.len, start = 0;
     Arena a = {NULL, 0, 0}; /* the nodes of each event's parse, reused */
     Memo memo = {{NULL}, NULL, 0};
-    PyObject *events = memchr(b, '\r', n) ? NULL : PyList_New(0), *result = NULL;
-    while (events) {
+    PyObject *rows = PyList_New(0), *unread = PyList_New(0), *groups = PyList_New(0);
+    int read = !(rows && unread && groups) ? -1 : memchr(b, '\r', n) ? 0 : 1; /* on, a CR, failed */
+    while (read == 1) {
         Py_ssize_t hit = next_hit(&m, b, start, n), blank = (hit < 0 ? n : hit) - 2;
         while (blank >= start && (b[blank] != '\n' || b[blank + 1] != '\n')) blank--;
         if (blank >= start) { /* whole events without a marker: a run of k LFs ends k / 2 */
@@ -793,16 +805,20 @@ static PyObject *event_ids(PyObject *Py_UNUSED(module), PyObject *const *args, P
         }
         const unsigned char *ends = hit < 0 ? NULL : blank_line(b + start, b + n);
         if (ends == NULL) break;
-        Py_ssize_t end = ends - b + 2; /* the event [start, end) holds a marker */
+        Py_ssize_t end = ends - b + 2, before = PyList_GET_SIZE(rows); /* [start, end): marked */
         Py_ssize_t at = end - start <= limit ? data_line(b, start, end - 2) : -1;
-        PyObject *ids = at >= 0 ? ids_of(b, at, end - 2, args[3], &a, &memo) : Py_NewRef(Py_None);
-        PyObject *event = ids ? Py_BuildValue("(nnN)", start, end, ids) : NULL;
-        if (event == NULL || PyList_Append(events, event) < 0) Py_CLEAR(events);
-        Py_XDECREF(event);
+        int vouched = at >= 0 ? ids_of(b, at, end - 2, args[3], &a, &memo, rows) : 0;
+        Py_ssize_t count = PyList_GET_SIZE(rows) - before;
+        if (vouched < 0 ||
+            (vouched == 0 && !appended(unread, Py_BuildValue("(nnn)", start, end, before))) ||
+            (count > 1 && !appended(groups, Py_BuildValue("(nn)", before, count))))
+            read = -1;
         start = end;
     }
-    if (events) result = Py_BuildValue("(nN)", start, events);
-    else if (!PyErr_Occurred()) result = Py_NewRef(Py_None); /* a CR: not this function's */
+    PyObject *result = read < 0    ? NULL
+                       : read == 0 ? Py_NewRef(Py_None) /* a CR: not this function's */
+                                   : Py_BuildValue("(nOOO)", start, rows, unread, groups);
+    Py_XDECREF(rows), Py_XDECREF(unread), Py_XDECREF(groups);
     memo_clear(&memo);
     PyMem_Free(a.nodes);
     PyBuffer_Release(&view);
@@ -864,8 +880,8 @@ static PyObject *splice(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
 #define METHOD(name, doc) {#name, (PyCFunction)(void (*)(void))name, METH_FASTCALL, doc}
 static PyMethodDef methods[] = {
     METHOD(id_spans, "id_spans(document, table) -> list | None: see toolid/prune.py."),
-    METHOD(event_ids, "event_ids(data, words, limit, table) -> (end, events) | None: see "
-                      "toolid/locate.py."),
+    METHOD(event_ids, "event_ids(data, words, limit, table) -> (end, rows, unread, groups) | None: "
+                      "see toolid/sse_events.py."),
     METHOD(first_marker, "first_marker(data, words) -> int: see toolid/markers.py."),
     METHOD(splice, "splice(document, edits) -> bytes: see toolid/body.py (apply)."),
     {NULL, NULL, 0, NULL},

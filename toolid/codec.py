@@ -158,8 +158,9 @@ def decode(client_id: str) -> str:
 
 
 def occurrence(client_id: str) -> int:
-    """The occurrence an encoded id stands for: k for a tagged id, else 1."""
-    return parse(client_id)[1]
+    """The occurrence an encoded id stands for: k for a tagged id, else 1 (at once for an id
+    that does not spell the tag)."""
+    return parse(client_id)[1] if TAG in client_id else 1
 
 
 @memo()  # pure

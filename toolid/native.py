@@ -9,8 +9,9 @@ twin of a Python path that stays the reference:
   reading only what the table needs; None for a document it does not vouch for
   (``toolid.prune``, ``toolid.locate``);
 - ``event_ids(data, words, limit, table)``: a piece of an LF stream framed as
-  ``sse.EventFramer.feed_marked`` frames it, with the ids of each one-line event holding a
-  marker word; None for a piece holding a CR (``toolid.sse_events``);
+  ``sse.EventFramer.feed_marked`` frames it: the ids of the one-line events holding a marker
+  word, as one list in event order, and the marked events it did not read; None for a piece
+  holding a CR (``toolid.sse_events``);
 - ``first_marker(data, words)``: where the first of a set of marker words starts, or -1
   (``toolid.markers.Markers.in_``);
 - ``splice(document, edits)``: sorted, non-overlapping edits into a document

@@ -55,7 +55,7 @@ def as_record(change: Change) -> dict[str, Any]:
         "client": change.client,
         "action": change.action,
     }
-    if codec.TAG in change.client and (occurrence := codec.occurrence(change.client)) > 1:
+    if (occurrence := codec.occurrence(change.client)) > 1:
         record["occurrence"] = occurrence
     if change.action == "mapped":
         record["sent"] = change.sent

@@ -24,7 +24,6 @@ from typing import Final, NamedTuple
 
 from toolid import locate, native, prune
 from toolid.decide import call_order
-from toolid.locate import Spanned
 from toolid.markers import Markers
 from toolid.positions import DEFINES, REFERS, Api, Doc, Found, positions
 from toolid.sse import BOM, EventFramer, marked_events
@@ -192,22 +191,14 @@ def _natively(
     located = native.extension.event_ids(data, markers.words, limit, prune.TABLES[(api, _EVENT)])
     if located is None:
         return None  # a CR
-    end, reported = located
+    end, rows, unread, groups = located
     ids: list[Found] = []
-    unread: list[tuple[int, int, int]] = []
-    if not reported:  # no marker: most pieces of a stream
-        return end, ids, unread
-    alone: list[Spanned] = []  # the ids of one-id events since the last other event
-    for start, stop, spans in reported:
-        if spans is None:
-            unread.append((start, stop, len(ids) + len(alone)))
-        elif len(spans) == 1:
-            alone.append(spans[0])
-        elif spans:  # in call order: made Found first
-            ids = locate.found_of(alone, api, _EVENT, into=ids)
-            alone = []
-            ids.extend(call_order(locate.spanned(spans, api, _EVENT)))
-    return end, locate.found_of(alone, api, _EVENT, into=ids), unread
+    done = 0  # the rows made Found so far
+    for first, count in groups:  # an event of several ids: in call order
+        locate.found_of(rows[done:first], api, _EVENT, into=ids)
+        ids.extend(call_order(locate.spanned(rows[first : first + count], api, _EVENT)))
+        done = first + count
+    return end, locate.found_of(rows[done:] if done else rows, api, _EVENT, into=ids), unread
 
 
 def data_line(data: bytes, start: int, end: int) -> int:

@@ -15,10 +15,10 @@
  *              TypeError or ValueError.
  * event_ids    a table as above (an event's), a byte for the words (an API's markers, or
  *              words spelled out), two bytes of limit (see event_args), the rest is the data
- *              (a view). The answer must be EventFramer.feed_marked's framing, each one-data-line
- *              event's ids id_spans' of its data, or None when the data holds a CR
- *              (check_events); wrong words or limits must give TypeError or ValueError, and a
- *              built table may.
+ *              (a view). The answer must be EventFramer.feed_marked's framing, the rows of each
+ *              marked one-data-line event id_spans' of its data (the others unread), or None
+ *              when the data holds a CR (check_events); wrong words or limits must give
+ *              TypeError or ValueError, and a built table may.
  * first_marker byte 0 is the number of words, each word a size byte and its bytes, the rest
  *              is the data (a view, as above); the answer must be a naive search's, and words
  *              that are not 1 to 64 non-empty bytes must give TypeError or ValueError.
@@ -200,28 +200,28 @@ static const char HELPERS[] =
     "    expected = [marks[row[:2]][1:-1].decode() for row in ids]\n"
     "    found = [row[1] for row in twin(json.loads(marked.decode('utf-8')), api, doc, marked) if row[3] not in (LABELS, LACKS)]\n"
     "    assert found == expected, 'a span is not its literal'\n"
-    "# event_ids' answer: EventFramer.feed_marked's framing, each one-data-line event's ids id_spans'.\n"
+    "# event_ids' answer: EventFramer.feed_marked's framing; the rows, in one list, of each marked\n"
+    "# one-data-line event that id_spans vouches for, the other marked events unread.\n"
     "def check_events(data, words, limit, table, index, result):\n"
     "    import _native\n"
     "    if b'\\r' in data:\n"
     "        assert result is None, result\n"
     "        return\n"
-    "    framer, marked, at = EventFramer(), [], 0\n"
+    "    framer, rows, unread, groups, end = EventFramer(), [], [], [], 0\n"
     "    for piece, unmarked in framer.feed_marked(data, markers_of(words)):\n"
-    "        if not unmarked: marked.append((at, at + len(piece)))\n"
-    "        at += len(piece)\n"
-    "    assert type(result) is tuple and len(result) == 2 and type(result[1]) is list, result\n"
-    "    end, events = result\n"
-    "    assert end == at == len(data) - len(framer), (end, at)\n"
-    "    assert [event[:2] for event in events] == marked, (events, marked)\n"
-    "    for start, stop, ids in events:\n"
-    "        at = data_line(data, start, stop) if stop - start <= limit else -1\n"
-    "        if at < 0:\n"
-    "            assert ids is None, (data[start:stop], ids)\n"
+    "        start, end = end, end + len(piece)\n"
+    "        if unmarked: continue\n"
+    "        at = data_line(data, start, end) if end - start <= limit else -1\n"
+    "        alone = _native.id_spans(data[at:end - 2], table) if at >= 0 else None\n"
+    "        if at >= 0: check_spans(data[at:end - 2], index, alone)\n"
+    "        if alone is None:\n"
+    "            unread.append((start, end, len(rows)))\n"
     "            continue\n"
-    "        alone = _native.id_spans(data[at:stop - 2], table)\n"
-    "        check_spans(data[at:stop - 2], index, alone)\n"
-    "        assert ids == (alone and [(s + at, e + at, *rest) for s, e, *rest in alone])\n";
+    "        if len(alone) > 1: groups.append((len(rows), len(alone)))\n"
+    "        rows += [(s + at, e + at, *rest) for s, e, *rest in alone]\n"
+    "    assert end == len(data) - len(framer), end\n"
+    "    assert type(result) is tuple and [type(part) for part in result] == [int, list, list, list], result\n"
+    "    assert result == (end, rows, unread, groups), (result, rows, unread, groups)\n";
 
 static void fail(const char *what) {
     fprintf(stderr, "native_fuzz: %s\n", what);
