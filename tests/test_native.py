@@ -476,9 +476,10 @@ def assert_framed(data: bytes, words: tuple[bytes, ...], limit: int, api: Api) -
         if unmarked:
             continue
         at = data_line(data, start, end) if end - start <= limit else -1
+        ids = None
         if at >= 0:
             assert_vouched(data[at : end - 2], api, Doc.EVENT)
-        ids = EXTENSION.id_spans(data[at : end - 2], table) if at >= 0 else None
+            ids = EXTENSION.id_spans(data[at : end - 2], table)
         if ids is None:
             unread.append((start, end, len(rows)))
             continue

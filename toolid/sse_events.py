@@ -198,7 +198,7 @@ def _natively(
         locate.found_of(rows[done:first], api, _EVENT, into=ids)
         ids.extend(call_order(locate.spanned(rows[first : first + count], api, _EVENT)))
         done = first + count
-    return end, locate.found_of(rows[done:] if done else rows, api, _EVENT, into=ids), unread
+    return end, locate.found_of(rows[done:], api, _EVENT, into=ids), unread
 
 
 def data_line(data: bytes, start: int, end: int) -> int:
