@@ -685,12 +685,15 @@ static const unsigned char *find_word(const unsigned char *hay, Py_ssize_t n,
 
 /* The words, searched for in groups: the words of a group share their first `shortest` bytes
  * (the shortest word's size, at most 8), and the group's stem (the prefix all its words share)
- * is searched for once, its words tested where it is found. What each group's search found is
- * kept (next, found): a later search from further on does not search those bytes again. */
+ * is searched for once, its words tested where it is found and followed by a byte that follows
+ * the stem in one of them (after: a bit per byte value; all, when the stem is a word). What
+ * each group's search found is kept (next, found): a later search from further on does not
+ * search those bytes again. */
 typedef struct {
     const unsigned char *words[MAX_MARKERS];
     Py_ssize_t sizes[MAX_MARKERS], stems[MAX_MARKERS], next[MAX_MARKERS];
     int group_of[MAX_MARKERS], first[MAX_MARKERS], found[MAX_MARKERS], count, groups;
+    unsigned char after[MAX_MARKERS][32];
 } Words;
 
 /* 1, or 0 with TypeError. */
@@ -715,6 +718,13 @@ static int words_from(Words *m, PyObject *words) {
             common++;
         m->stems[g] = common, m->group_of[i] = g;
     }
+    memset(m->after, 0, sizeof(m->after[0]) * m->groups);
+    for (int i = 0; i < m->count; i++) {
+        unsigned char *after = m->after[m->group_of[i]], next;
+        Py_ssize_t stem = m->stems[m->group_of[i]];
+        if (m->sizes[i] == stem) memset(after, 0xff, sizeof(m->after[0]));
+        else next = m->words[i][stem], after[next >> 3] |= (unsigned char)(1u << (next & 7));
+    }
     return 1;
 }
 
@@ -730,11 +740,14 @@ static Py_ssize_t group_hit(Words *m, int g, const unsigned char *b, Py_ssize_t 
     }
     const unsigned char *stem = m->words[m->first[g]], *at;
     Py_ssize_t size = m->stems[g], stop = before <= n - size ? before + size - 1 : n;
-    for (; (at = find_word(b + from, stop - from, stem, size)) != NULL; from = at - b + 1)
+    for (; (at = find_word(b + from, stop - from, stem, size)) != NULL; from = at - b + 1) {
+        const unsigned char *next = at + size; /* no word of g goes on with it: not a hit */
+        if (next < b + n && !(m->after[g][*next >> 3] >> (*next & 7) & 1)) continue;
         for (int i = 0; i < m->count; i++)
             if (m->group_of[i] == g && m->sizes[i] <= n - (at - b) &&
                 memcmp(at, m->words[i], m->sizes[i]) == 0)
                 return m->found[g] = 1, m->next[g] = at - b;
+    }
     m->found[g] = 0;
     return m->next[g] = before, -1;
 }
