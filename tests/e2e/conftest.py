@@ -197,10 +197,15 @@ class Mitmdump:
         assert reply.status_code == 200, reply.text
         return int(reply.json()["rss_kib"]) / 1024
 
+    def terminate(self) -> None:
+        """Ask mitmdump to exit (``stop`` waits for it)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
-        self.proc.terminate()
+        self.terminate()
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
@@ -294,6 +299,8 @@ class MitmdumpPool:
             inst.stop()
 
     def close(self) -> None:
+        for inst in self.instances.values():  # all asked at once: each takes a moment to exit
+            inst.terminate()
         for inst in self.instances.values():
             inst.stop()
 
