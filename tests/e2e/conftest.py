@@ -198,19 +198,23 @@ class Mitmdump:
         return int(reply.json()["rss_kib"]) / 1024
 
     def terminate(self) -> None:
-        """Ask mitmdump to exit (``stop`` waits for it)."""
+        """Ask mitmdump to exit (``wait_exited`` waits for it)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
 
-    def stop(self) -> None:
+    def wait_exited(self) -> None:
+        """Wait for a mitmdump asked to exit; kill it after 10 s."""
         if self.proc is None or self.proc.poll() is not None:
             return
-        self.terminate()
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
+
+    def stop(self) -> None:
+        self.terminate()
+        self.wait_exited()
 
     # the log
 
@@ -302,7 +306,7 @@ class MitmdumpPool:
         for inst in self.instances.values():  # all asked at once: each takes a moment to exit
             inst.terminate()
         for inst in self.instances.values():
-            inst.stop()
+            inst.wait_exited()
 
 
 @pytest.fixture(scope="session")
