@@ -232,11 +232,10 @@ def fleets(
     finally:
         if balancer is not None:
             balancer.stop()
+        for proc in reverse + regular:  # all asked at once: each takes a moment to exit
+            proc.terminate()
         for proc in reverse + regular:
-            if proc.proc is not None and proc.alive():
-                proc.proc.terminate()  # all at once; stop() waits
-        for proc in reverse + regular:
-            proc.stop()
+            proc.wait_exited()
 
 
 @pytest.fixture
