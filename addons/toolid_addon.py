@@ -423,6 +423,7 @@ class ToolId:
     def response(self, flow: http.HTTPFlow) -> None:
         if flow.response is None or not flow.live or not self._in_scope(flow):
             return
+        self.metrics.count_rejection(flow)
         if _signed(flow):
             self.metrics.finish(flow)
             return
@@ -479,6 +480,7 @@ class ToolId:
         self._check_pairing(flow, result)
         repaired = self._repair(flow, content, path, result) if self.repair else None
         if repaired is not None:  # the repaired request, its ids restored as any request's
+            self.metrics.repairs += 1
             result = toolid.rewrite_request(
                 repaired, path=path, rules=rule_set, profile=self.profile
             )

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from mitmproxy import http
 
-from toolid import Change, codec
+from toolid import Change, api_from_path, codec
 from toolid.pairing import CODES
 
 logger = logging.getLogger(__name__)
@@ -53,6 +53,8 @@ class Metrics:
         self.ids: Counter[str] = Counter(dict.fromkeys(ACTIONS, 0))
         self.flows: Counter[str] = Counter(dict.fromkeys(OUTCOMES, 0))
         self.pairing: Counter[str] = Counter(dict.fromkeys(CODES, 0))
+        self.repairs = 0  # requests repaired (toolid_repair)
+        self.rejections: Counter[str] = Counter(unknown=0)  # upstream 4xx answers, by code
         self.buckets = [0] * len(BUCKETS)  # not cumulative: observations per bucket
         self.seconds = 0.0
         self.observed = 0
@@ -93,6 +95,14 @@ class Metrics:
         """Count a request's pairing problems by code."""
         self.pairing.update(codes)
 
+    def count_rejection(self, flow: http.HTTPFlow) -> None:
+        """Count an API response with a 4xx status that came from the upstream (toolid read
+        its request: one the proxy answered itself, a 407 or 426, was not read), as
+        ``unknown`` (the code is not read yet)."""
+        status = flow.response.status_code if flow.response else 0
+        if 400 <= status < 500 and flow in self._spent and api_from_path(flow.request.path):
+            self.rejections["unknown"] += 1
+
     def count_flow(self, outcome: str, seconds: float) -> None:
         """Count a finished flow by its outcome, and the time toolid spent on it."""
         self.flows[outcome] += 1
@@ -110,12 +120,16 @@ class Metrics:
             ("toolid_ids_total", "Tool-call id positions toolid changed, by action.", "action"),
             ("toolid_flows_total", "Flows toolid finished, by outcome.", "outcome"),
             ("toolid_pairing_problems_total", "Pairing problems in requests, by code.", "code"),
+            ("toolid_upstream_rejections_total", "Upstream 4xx answers to API calls.", "code"),
         )
         for (name, text, label), values in zip(
-            counters, (self.ids, self.flows, self.pairing), strict=True
+            counters, (self.ids, self.flows, self.pairing, self.rejections), strict=True
         ):
             lines += [f"# HELP {name} {text}", f"# TYPE {name} counter"]
             lines += [f'{name}{{{label}="{key}"}} {value}' for key, value in values.items()]
+        name = "toolid_repairs_total"
+        lines += [f"# HELP {name} Requests repaired.", f"# TYPE {name} counter"]
+        lines.append(f"{name} {self.repairs}")
         name = "toolid_rewrite_seconds"
         lines += [f"# HELP {name} Time toolid added to a flow.", f"# TYPE {name} histogram"]
         cumulative = 0

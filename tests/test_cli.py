@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from toolid import cli
+from toolid import _run, cli
 from toolid.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -213,3 +213,188 @@ def test_main_occurrence(argv: list[str], out: str, capsys: pytest.CaptureFixtur
 def test_main_bad_occurrence(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["encode", f"--occurrence={bad}", "x"]) == 2
     assert "--occurrence" in capsys.readouterr().err
+
+
+# --- toolid run: its command line and the pieces it runs with (tests/e2e/test_e2e_run.py runs
+# it end to end, tests/test_scripts.py through scripts/run) ----------------------------------
+
+
+def test_run_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: {_run.USAGE}") and "--save FILE" in out
+    assert main(["--help"]) == 0
+    assert "    run " in capsys.readouterr().out
+
+
+def test_run_passes_every_option_to_mitmproxy(capsys: pytest.CaptureFixture[str]) -> None:
+    """What follows ``run`` is toolid run's (mitmproxy options, then -- and COMMAND), none
+    of it the CLI parser's: -p, -s, --set, --help after --."""
+    environ = {"PATH": os.environ["PATH"], "TOOLID_DRY_RUN": "1"}
+    argv = ["-p", "9000", "-s", "x.py", "--set", "a=b", "--", "true", "--help", "-x"]
+    assert _run.main(argv, environ) == 0
+    proxy, command = capsys.readouterr().out.splitlines()
+    assert proxy.endswith(" --set toolid_status=127.0.0.1:0 -p 9000 -s x.py --set a=b")
+    assert command.endswith("true --help -x")
+
+
+def test_run_saves_where_it_was_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    environ = {"PATH": os.environ["PATH"], "TOOLID_DRY_RUN": "1"}
+    for save, saved in (("s.flows", tmp_path / "s.flows"), ("+s.flows", f"+{tmp_path}/s.flows")):
+        assert _run.main(["--save", save, "--", "true"], environ) == 0
+        assert f"--save-stream-file {saved}\n" in capsys.readouterr().out
+
+
+def test_run_without_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--", "no-such-command-here"]) == 127
+    assert "toolid: no-such-command-here: command not found" in capsys.readouterr().err
+    assert main(["run"]) == 2
+    assert "put -- before the command to run" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("value", "kept"),
+    [
+        ("localhost,127.0.0.1,::1,[::1],127.0.0.1:8000,[::1]:8000", ""),
+        ("*.localhost,.localhost,127.0.0.0/8,0:0:0:0:0:0:0:1", ""),
+        (
+            " .internal, 10.0.0.0/8 ,localhost,example.com:443",
+            ".internal,10.0.0.0/8,example.com:443",
+        ),
+        ("", ""),
+    ],
+)
+def test_run_takes_loopback_out_of_no_proxy(value: str, kept: str) -> None:
+    assert _run.without_loopback(value) == kept
+
+
+def serving(
+    tmp_path: Path, *servers: tuple[str, str], proxyauth: str | None = None
+) -> _run.Serving:
+    """A proxy's announcement: ``(type, mode spec)`` servers on ports 9001, 9002, ..."""
+    ca = tmp_path / "mitmproxy-ca-cert.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\nMITMPROXY\n-----END CERTIFICATE-----")
+    return _run.Serving.of(
+        {
+            "servers": [
+                {"type": kind, "mode": mode, "addresses": [["127.0.0.1", 9001 + n]]}
+                for n, (kind, mode) in enumerate(servers)
+            ],
+            "status": ["127.0.0.1", 9100],
+            "ca": str(ca),
+            "proxyauth": proxyauth,
+        }
+    )
+
+
+def test_run_environment_as_an_https_proxy(tmp_path: Path) -> None:
+    """The proxy variables; every CA variable at a bundle of the CAs trusted before (the
+    SSL_CERT_FILE given) and mitmproxy's; NODE_EXTRA_CA_CERTS at both of Node's extra CAs;
+    a tool's bundle variable that was set (PIP_CERT) too; no base URL."""
+    corporate = tmp_path / "corporate.pem"
+    corporate.write_text("CORPORATE")
+    node = tmp_path / "node.pem"
+    node.write_text("NODE")
+    environ = {
+        "SSL_CERT_FILE": str(corporate),
+        "NODE_EXTRA_CA_CERTS": str(node),
+        "PIP_CERT": "/etc/ssl/certs/ca-certificates.crt",
+        "NO_PROXY": "localhost,.corp",
+        "no_proxy": "127.0.0.1",
+        "OPENAI_BASE_URL": "https://api.example/v1",
+    }
+    folder = tmp_path / "private"
+    folder.mkdir()
+    env, warnings = _run.command_environment(
+        environ, serving(tmp_path, ("regular", "regular")), folder
+    )
+    assert not warnings
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
+        assert env[name] == "http://127.0.0.1:9001"
+    assert env["NO_PROXY"] == env["no_proxy"] == ".corp"
+    bundle = Path(env["SSL_CERT_FILE"])
+    assert (
+        bundle.read_text()
+        == "CORPORATE\n-----BEGIN CERTIFICATE-----\nMITMPROXY\n-----END CERTIFICATE-----\n"
+    )
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "CODEX_CA_CERTIFICATE", "PIP_CERT"):
+        assert env[name] == str(bundle)
+    assert Path(env["NODE_EXTRA_CA_CERTS"]).read_text().startswith("NODE\n-----BEGIN")
+    assert env["OPENAI_BASE_URL"] == "https://api.example/v1"  # left as it was
+    assert "AWS_CA_BUNDLE" not in env  # one that was not set stays unset
+    environ = {"HTTPS_PROXY": "http://me:secret@proxy.corp:3128"}
+    _, warnings = _run.command_environment(
+        environ, serving(tmp_path, ("regular", "regular")), folder
+    )
+    assert warnings == [
+        "COMMAND's HTTPS_PROXY was http://me:***@proxy.corp:3128; toolid connects directly "
+        "(--mode upstream:URL sends its traffic through that proxy)"
+    ]
+
+
+def test_run_environment_in_reverse_mode(tmp_path: Path) -> None:
+    """Base URLs (/v1 added unless the upstream's URL ends in it), no proxy or CA variable."""
+    for upstream, openai in (
+        ("http://127.0.0.1:8000", "http://127.0.0.1:9001/v1"),
+        ("https://api.example/v1/@9001", "http://127.0.0.1:9001"),
+    ):
+        env, _ = _run.command_environment(
+            {}, serving(tmp_path, ("reverse", f"reverse:{upstream}")), tmp_path
+        )
+        assert env == {
+            "OPENAI_BASE_URL": openai,
+            "ANTHROPIC_BASE_URL": "http://127.0.0.1:9001",
+            "GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:9001",
+        }
+
+
+def test_run_proxy_url_carries_proxyauth(tmp_path: Path) -> None:
+    regular = ("regular", "regular")
+    assert (
+        serving(tmp_path, regular, proxyauth="u@x:p/w").proxy_url()
+        == "http://u%40x:p%2Fw@127.0.0.1:9001"
+    )
+    assert (
+        serving(tmp_path, regular, proxyauth="@/etc/htpasswd").proxy_url()
+        == "http://127.0.0.1:9001"
+    )
+
+
+def test_run_summary_from_metrics() -> None:
+    from toolid_status import Metrics  # noqa: PLC0415 (the addon's: mitmproxy imported)
+
+    metrics = Metrics()
+    metrics.ids.update(encoded=2, restored=5, tagged=1)
+    metrics.count_flow("changed", 0.001)
+    metrics.pairing.update({"missing-result": 2})
+    metrics.repairs = 1
+    metrics.rejections["unknown"] += 3
+    assert _run.summary(metrics.exposition()) == (
+        "1 flow; ids 2 encoded, 5 restored, 1 tagged, 0 minted; 1 repair; "
+        "pairing problems: 2 missing-result; upstream rejections: 3 unknown"
+    )
+    without = "\n".join(
+        line for line in metrics.exposition().splitlines() if "rejections" not in line
+    )
+    assert "rejections" not in _run.summary(without)  # a series it lacks: left out
+    assert _run.summary(None).startswith("no counts")
+
+
+def test_run_log_folder_and_its_newest_logs(tmp_path: Path) -> None:
+    assert _run.log_folder({"XDG_STATE_HOME": "relative", "HOME": "/h"}) == Path(
+        "/h/.local/state/toolid"
+    )
+    environ = {"XDG_STATE_HOME": str(tmp_path)}
+    folder = tmp_path / "toolid"
+    folder.mkdir()
+    for n in range(25):
+        old = folder / f"run-{n:02}.log"
+        old.write_text("")
+        os.utime(old, (1000 + n, 1000 + n))
+    log = _run.new_log(environ)
+    assert log.parent == folder and not log.exists()
+    kept = sorted(path.name for path in folder.glob("run-*.log"))
+    assert kept == [f"run-{n:02}.log" for n in range(6, 25)]  # with the new one: 20

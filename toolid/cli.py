@@ -1,5 +1,6 @@
 """Command line: ``toolid encode`` / ``toolid decode`` one tool-call id per line (wire format v1),
-``toolid inspect FILE`` lists the tool-call ids of a capture.
+``toolid inspect FILE`` lists the tool-call ids of a capture, ``toolid run -- COMMAND`` runs a
+command through a toolid proxy of its own (``toolid._run``).
 
 Each subcommand is added by a small ``_add_<name>(subparsers)`` function listed in
 ``SUBCOMMANDS``; it registers its arguments and sets ``handler`` (``Namespace -> int``).
@@ -12,6 +13,7 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from toolid import _run
 from toolid.codec import PROFILES, Profile, decode, encode
 from toolid.inspect import FORMATS, Format
 from toolid.inspect import run as run_inspect
@@ -182,11 +184,30 @@ def _add_addon_path(subparsers: Subparsers) -> None:
     p.set_defaults(handler=_run_addon_path)
 
 
+def _run_run(args: argparse.Namespace) -> int:
+    return _run.main(args.arguments)
+
+
+def _add_run(subparsers: Subparsers) -> None:
+    # Everything after `run` is toolid run's own to read (mitmproxy's options, then -- and
+    # COMMAND; its --help too): no option of this parser may take any of it, hence a prefix
+    # no argument uses.
+    p = subparsers.add_parser(
+        "run",
+        help="run a command (an agent) with its HTTP(S) through a toolid proxy of its own",
+        prefix_chars="+",
+        add_help=False,
+    )
+    p.add_argument("arguments", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.set_defaults(handler=_run_run)
+
+
 SUBCOMMANDS: list[Callable[[Subparsers], None]] = [
     _add_encode,
     _add_decode,
     _add_inspect,
     _add_addon_path,
+    _add_run,
 ]
 
 

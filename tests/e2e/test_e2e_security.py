@@ -14,7 +14,11 @@ byte; toolid_hosts limits rewriting) already cover is not repeated. This adds:
 - with the real SDKs, ids are restored only at id positions: the same client id in user
   text, system prompts, tool arguments and tool results reaches the upstream untouched;
 - ``toolid_mode=observe`` leaves request and response headers alone too, and compressed
-  responses byte for byte.
+  responses byte for byte;
+- the refusal to listen beyond loopback without ``proxyauth`` comes before anything listens:
+  a probe that connects to the port from before the process starts until it exits never
+  gets in (mitmdump, mitmweb and the console through ``scripts/proxy``, and the launcher in
+  the oldest mitmproxy 12.x).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,6 +51,7 @@ from standin import API, Exchange, ScenarioHandle, UpstreamServer, write_body, w
 from tests.test_web import accepts, non_loopback_addresses
 from toolid import encode
 
+from . import cache
 from .cases import APIS, wire_client
 from .conftest import REPO_ROOT, Mitmdump, MitmdumpPool, free_port
 from .helpers import (
@@ -604,3 +610,82 @@ def test_observe_mode_leaves_buffered_request_headers(
     assert headers_sent(headers, handle.turn(2)) == headers
     assert result.call_ids == [KIMI]
     assert handle.turn(2).body == result.requests[1]
+
+
+# ----------------------------------------------------------------------------- no open window
+
+REFUSED_TIMEOUT = 30.0  # seconds for a refused proxy to exit (it exits at once)
+
+
+class Probe(threading.Thread):
+    """Connection attempts to 127.0.0.1 at each of ``ports`` in turn, in a tight loop until
+    ``stop``: how many rounds were made and which ports got a connection."""
+
+    def __init__(self, *ports: int) -> None:
+        super().__init__(daemon=True)
+        self.ports = ports
+        self.rounds = 0
+        self.connected: list[int] = []
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            self.rounds += 1
+            for port in self.ports:
+                with socket.socket() as sock:
+                    if sock.connect_ex(("127.0.0.1", port)) == 0:
+                        self.connected.append(port)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.join(10)
+
+
+def oldest_launcher() -> list[str]:
+    """The launcher run by the Python of a venv holding only the oldest mitmproxy 12.x."""
+    venv = cache.venv("mitmproxy-12.0.0", ["mitmproxy==12.0.0"])
+    return [
+        str(venv / "bin" / "python"),
+        str(REPO_ROOT / "addons" / "toolid_launch.py"),
+        "mitmdump",
+    ]
+
+
+@pytest.mark.parametrize("how", ["mitmdump", "--web", "--console", "launcher-12.0.0"])
+def test_the_open_proxy_refusal_listens_on_nothing(how: str, tmp_path: Path) -> None:
+    """``--listen-host 0.0.0.0`` without proxyauth: the proxy exits 1 with the refusal, and its
+    port (and mitmweb's) never accepts a connection, not even for a moment."""
+    port, web_port = free_port(), free_port()
+    options = ["--listen-host", "0.0.0.0", "--listen-port", str(port)]
+    options += ["--set", f"confdir={tmp_path / 'confdir'}"]
+    if how == "launcher-12.0.0":
+        command = [*oldest_launcher(), *options]
+    else:
+        command = [BASH, str(REPO_ROOT / "scripts" / "proxy"), *options]
+        if how != "mitmdump":
+            command += [how, "--web-port", str(web_port)] if how == "--web" else [how]
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    env.pop("TOOLID_DRY_RUN", None)
+    if how == "launcher-12.0.0":
+        env.pop("PYTHONPATH", None)  # that venv has no toolid: the addon finds this checkout
+    probe = Probe(port, web_port)
+    probe.start()
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=REFUSED_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=tmp_path,
+            env=env,
+            check=False,
+        )
+    finally:
+        probe.stop()
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert "refusing to listen on 0.0.0.0 without proxyauth" in output, output
+    assert "listening at" not in output and "Traceback" not in output, output
+    assert probe.rounds > 100, probe.rounds  # it probed the whole time
+    assert not probe.connected, f"ports {sorted(set(probe.connected))} accepted connections"
